@@ -1,0 +1,186 @@
+"""The ``hci-envs`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import re
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from typing import Any
+
+from .errors import ConfigError, HciEnvsError
+
+ENTRY_POINT_GROUP = "hci_envs.environments"
+DEFAULT_ENV = "desktop"
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+
+def command(name: str) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+    def register(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        _COMMANDS[name] = fn
+        return fn
+
+    return register
+
+
+def load_env_class(spec: str) -> type:
+    """``NAME`` (an installed environment entry point) or ``module:Class`` (or ``path/to/file.py:Class``)."""
+    if ":" not in spec:
+        for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+            if ep.name == spec:
+                return ep.load()
+        names = sorted(ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP))
+        raise ConfigError(
+            f"no environment named {spec!r}; installed: {', '.join(names) or 'none'}; "
+            "or give module:Class"
+        )
+    module_name, _, attr = spec.rpartition(":")
+    if module_name.endswith(".py"):
+        import importlib.util
+
+        path = os.path.abspath(module_name)
+        if not os.path.exists(path):
+            raise ConfigError(f"no such file: {module_name}")
+        mod_spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+        assert mod_spec and mod_spec.loader
+        module = importlib.util.module_from_spec(mod_spec)
+        sys.modules[mod_spec.name] = module
+        mod_spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ConfigError(f"cannot import {module_name!r}: {exc}") from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(f"{module_name!r} has no attribute {attr!r}") from None
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    m = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"size must look like 1280x800, not {text!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        hint = " (is another server running? pick another --port)" if exc.errno in (98, 48) else ""
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}{hint}") from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+@command("serve")
+def serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .server.app import create_app
+    from .server.config import ServerConfig
+
+    env_class = load_env_class(args.env)
+    overrides: dict[str, Any] = {}
+    if args.size:
+        overrides["width"], overrides["height"] = args.size
+    if args.app:
+        overrides["apps"] = [{"command": cmd} for cmd in args.app]
+    env_kwargs: dict[str, Any] = {}
+    if overrides:
+        state = env_class.start_state.model_dump()
+        state.update(overrides)
+        env_kwargs["start_state"] = state
+    if args.observation_format:
+        env_kwargs["observation"] = {"format": None if args.observation_format == "none" else args.observation_format}
+    sock = _bind(args.host, args.port)
+    port = sock.getsockname()[1]
+    config = ServerConfig.from_env(
+        host=args.host, port=port, env_class=env_class, env_kwargs=env_kwargs, mode=args.mode,
+        max_sessions=args.max_sessions, idle_timeout=args.idle_timeout, control_token=args.control_token,
+        agent_token=args.agent_token, agent_tokens=args.agent_tokens or None, public_url=args.public_url,
+    )
+    config.on_ready = lambda server: _print_ready(server, sys.stdout)
+    app = create_app(config)
+    print(f"hci-envs: starting {env_class.__name__} on {config.base_url()} ...", flush=True)
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level=args.log_level, access_log=args.log_level == "debug", lifespan="on",
+                       ws_max_size=64 * 1024 * 1024)
+    )
+    server.run(sockets=[sock])
+    return 0 if server.started else 1
+
+
+def _print_ready(server: Any, out: Any) -> None:
+    session = server.sessions.default()
+    state = session.env.state
+    lines = [f"hci-envs: desktop ready ({state.screen_width}x{state.screen_height})"]
+    lines.append(f"  MCP endpoint:   {server.mcp_url(session)}")
+    for label, key in (("VNC in browser", "vnc_url"), ("VNC view-only", "vnc_view_url"), ("VNC native", "vnc_native")):
+        value = session.env.session_info.get(key)
+        if value:
+            lines.append(f"  {label + ':':<16}{value}")
+    if session.agent_token:
+        lines.append(f"  agent token:    {session.agent_token}")
+    lines.append(f"  control plane:  {server.config.base_url()}/reset /step /state /ws  (health: /health)")
+    lines.append("  Ctrl-C stops the server and every process of the desktop.")
+    print("\n".join(lines), file=out, flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hci-envs", description="Virtual desktops for agents and people.")
+    parser.add_argument("--version", action="version", version=f"hci-envs {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("serve", help="run a desktop environment server (MCP, control plane, VNC) on one port")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback only)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--size", type=parse_size, help="screen size, e.g. 1280x800 (default from the environment)")
+    p.add_argument("--env", default=DEFAULT_ENV, help="environment: an installed name or module:Class")
+    p.add_argument("--app", action="append", metavar="CMD", help="app to launch on the desktop (repeatable)")
+    p.add_argument("--mode", choices=("simulation", "production"), default="simulation")
+    p.add_argument("--max-sessions", type=int, default=8)
+    p.add_argument("--idle-timeout", type=float, default=600.0, help="seconds before an idle session is closed")
+    p.add_argument("--control-token", help="secret for the control plane (or HCI_ENVS_CONTROL_TOKEN)")
+    p.add_argument("--agent-token", help="secret for the default session's MCP endpoint (or HCI_ENVS_AGENT_TOKEN)")
+    p.add_argument("--agent-tokens", action="store_true", help="give every session a random agent token")
+    p.add_argument("--public-url", help="base URL to print and report (e.g. behind a proxy)")
+    p.add_argument("--observation-format", choices=("png", "jpeg", "webp", "none"),
+                   help="screenshot format in step observations")
+    p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
+    return parser
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _COMMANDS[args.command](args)
+    except HciEnvsError as exc:
+        print(f"hci-envs: error: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,11 @@
+"""The desktop runtime: Xvfb, a window manager and apps, with screen capture, XTEST input and the clipboard.
+
+Needs the ``server`` extra and X11 programs (Xvfb, a window manager); nothing else in hci_envs imports it at
+module import time, so clients work without it.
+"""
+
+from .desktop import APT_PACKAGES, AppSpec, Desktop, DesktopConfig, DesktopHealth
+from .encode import Frame, decode
+from .screen import EncodedImage
+
+__all__ = ["APT_PACKAGES", "AppSpec", "Desktop", "DesktopConfig", "DesktopHealth", "EncodedImage", "Frame", "decode"]

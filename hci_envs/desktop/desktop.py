@@ -1,0 +1,333 @@
+"""A virtual X desktop: an Xvfb display, a window manager and apps, with screen, input and clipboard access.
+
+    with Desktop(DesktopConfig(width=1280, height=800, apps=[AppSpec(["xterm"])])) as desktop:
+        image = desktop.screen.capture(fmt="jpeg")
+        desktop.input.click(1, at=(100, 100))
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ConfigError, DesktopDiedError, DisplayStartError, MissingDependencyError
+from . import xauth
+from .events import DesktopEvents
+from .processes import ProcessSupervisor
+from .screen import Screen
+from .xinput import Input
+
+log = logging.getLogger(__name__)
+
+#: Debian packages that provide the programs a desktop needs, for the error that names them.
+APT_PACKAGES = {"Xvfb": "xvfb", "openbox": "openbox", "x11vnc": "x11vnc", "xterm": "xterm"}
+
+
+def _which(program: str) -> str:
+    path = shutil.which(program)
+    if path is None:
+        package = APT_PACKAGES.get(program, program)
+        raise MissingDependencyError(
+            f"'{program}' is not installed; on Debian or Ubuntu: sudo apt-get install {package}",
+            program=program,
+        )
+    return path
+
+
+@dataclass(frozen=True)
+class AppSpec:
+    """An application launched into the desktop.
+
+    ``command`` is an argv list or a shell-style string. With ``wait_for_window`` the desktop waits (up to
+    ``timeout`` seconds) for the app to map a new top-level window before it counts as started.
+    """
+
+    command: tuple[str, ...] | list[str] | str
+    name: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    wait_for_window: bool = True
+    timeout: float = 15.0
+
+    @property
+    def argv(self) -> list[str]:
+        return shlex.split(self.command) if isinstance(self.command, str) else list(self.command)
+
+    @property
+    def label(self) -> str:
+        return self.name or Path(self.argv[0]).name
+
+
+@dataclass
+class DesktopConfig:
+    """The declared shape of a desktop: screen, window manager, apps and their environment."""
+
+    width: int = 1280
+    height: int = 800
+    depth: int = 24
+    dpi: int = 96
+    window_manager: str | None = "openbox"
+    apps: list[AppSpec] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    home: str | None = None
+    start_timeout: float = 15.0
+
+    def __post_init__(self) -> None:
+        if not (16 <= self.width <= 8192 and 16 <= self.height <= 8192):
+            raise ConfigError(f"screen size {self.width}x{self.height} is out of range (16..8192 per side)")
+        if self.depth not in (16, 24):
+            raise ConfigError(f"depth must be 16 or 24, not {self.depth}")
+
+
+@dataclass
+class DesktopHealth:
+    ok: bool
+    display: str
+    reason: str | None = None
+    apps: dict[str, bool] = field(default_factory=dict)
+
+
+class Desktop:
+    """One running virtual desktop. ``start()`` brings it up, ``close()`` tears every process of it down."""
+
+    def __init__(self, config: DesktopConfig | None = None) -> None:
+        self.config = config or DesktopConfig()
+        self.processes = ProcessSupervisor()
+        self.display_number: int | None = None
+        self.screen: Screen
+        self.input: Input
+        self.events: DesktopEvents
+        self._xvfb: subprocess.Popen[bytes] | None = None
+        self._wm: subprocess.Popen[bytes] | None = None
+        self._apps: list[tuple[AppSpec, subprocess.Popen[bytes]]] = []
+        self._runtime = Path(tempfile.mkdtemp(prefix="hci-envs-desktop-"))
+        self._client_auth = self._runtime / "Xauthority"
+        self._started = False
+        self._closed = False
+
+    # -- properties ------------------------------------------------------------------------------------
+    @property
+    def display(self) -> str:
+        if self.display_number is None:
+            raise DesktopDiedError("the desktop has not started")
+        return f":{self.display_number}"
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self.config.width, self.config.height
+
+    def app_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The environment apps run in: this display, its cookie, a UTF-8 locale and the declared variables."""
+        env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "XAUTHORITY", "WAYLAND_DISPLAY")}
+        env.setdefault("LANG", "C.UTF-8")
+        env.update(
+            {
+                "DISPLAY": self.display,
+                "XAUTHORITY": str(self._client_auth),
+                "NO_AT_BRIDGE": "1",
+            }
+        )
+        if self.config.home:
+            env["HOME"] = self.config.home
+        env.update(self.config.env)
+        if extra:
+            env.update(extra)
+        return env
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    def __enter__(self) -> Desktop:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> Desktop:
+        if self._started:
+            return self
+        self._started = True
+        try:
+            self._start_display()
+            self.events = DesktopEvents(self.display)
+            self.input = Input(self.display)
+            self.screen = Screen(self.display)
+            if self.config.window_manager:
+                self._start_window_manager()
+            for app in self.config.apps:
+                self.launch(app)
+            self.events.wait_settled(quiet=0.1, timeout=3.0)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _start_display(self) -> None:
+        xvfb = _which("Xvfb")
+        cookie = xauth.new_cookie()
+        server_auth = self._runtime / "server-auth"
+        xauth.write_server_file(server_auth, cookie)
+        log_path = self._runtime / "xvfb.log"
+        read_fd, write_fd = os.pipe()
+        c = self.config
+        argv = [
+            xvfb, "-displayfd", str(write_fd), "-screen", "0", f"{c.width}x{c.height}x{c.depth}",
+            "-dpi", str(c.dpi), "-nolisten", "tcp", "-auth", str(server_auth), "-noreset",
+            "+extension", "RANDR",
+        ]
+        with open(log_path, "wb") as log_file:
+            try:
+                self._xvfb = self.processes.spawn("Xvfb", argv, pass_fds=(write_fd,), stderr=log_file.fileno())
+            finally:
+                os.close(write_fd)
+        try:
+            number = _read_display_number(read_fd, self._xvfb, c.start_timeout)
+        finally:
+            os.close(read_fd)
+        if number is None:
+            raise DisplayStartError(
+                f"Xvfb did not start within {c.start_timeout}s: {_tail(log_path)}", log=_tail(log_path)
+            )
+        self.display_number = number
+        xauth.PROCESS_AUTHORITY.add(number, cookie)
+        xauth.write_client_file(self._client_auth, number, cookie)
+
+    def _start_window_manager(self) -> None:
+        name = self.config.window_manager or ""
+        argv = [_which(name)] if " " not in name else shlex.split(name)
+        log_path = self._runtime / "wm.log"
+        with open(log_path, "wb") as log_file:
+            self._wm = self.processes.spawn(
+                "window-manager", argv, env=self.app_env(), stdout=log_file.fileno(), stderr=log_file.fileno()
+            )
+        deadline = time.monotonic() + self.config.start_timeout
+        while not self.input.root_property("_NET_SUPPORTING_WM_CHECK"):
+            if self._wm.poll() is not None:
+                raise DisplayStartError(f"the window manager {name!r} exited: {_tail(log_path)}")
+            if time.monotonic() > deadline:
+                raise DisplayStartError(f"the window manager {name!r} did not start: {_tail(log_path)}")
+            time.sleep(0.01)
+
+    def launch(self, app: AppSpec) -> subprocess.Popen[bytes]:
+        """Start an app on this desktop; with ``app.wait_for_window`` return once it has mapped a window."""
+        argv = app.argv
+        if not argv:
+            raise ConfigError("an app needs a command")
+        program = shutil.which(argv[0], path=self.app_env().get("PATH")) or argv[0]
+        if not os.path.exists(program):
+            raise MissingDependencyError(f"app {app.label!r}: program {argv[0]!r} not found", program=argv[0])
+        before = self.windows()
+        log_path = self._runtime / f"app-{len(self._apps)}-{app.label}.log"
+        with open(log_path, "wb") as log_file:
+            proc = self.processes.spawn(
+                app.label, [program, *argv[1:]], env=self.app_env(app.env), cwd=self.config.home,
+                stdout=log_file.fileno(), stderr=log_file.fileno(),
+            )
+        self._apps.append((app, proc))
+        if app.wait_for_window:
+            deadline = time.monotonic() + app.timeout
+            while not (set(self.windows()) - set(before)):
+                if proc.poll() is not None:
+                    raise DisplayStartError(
+                        f"app {app.label!r} exited with status {proc.returncode}: {_tail(log_path)}"
+                    )
+                if time.monotonic() > deadline:
+                    raise DisplayStartError(f"app {app.label!r} showed no window within {app.timeout}s")
+                time.sleep(0.01)
+        return proc
+
+    def can_reuse(self, config: DesktopConfig) -> bool:
+        """Whether a reset to ``config`` can keep this display and window manager (same screen, healthy)."""
+        c = self.config
+        same = (c.width, c.height, c.depth, c.dpi, c.window_manager) == (
+            config.width, config.height, config.depth, config.dpi, config.window_manager
+        )
+        return same and self._started and not self._closed and self.health().ok
+
+    def stop_apps(self) -> None:
+        for _spec, proc in reversed(self._apps):
+            self.processes.stop(proc)
+        self._apps.clear()
+
+    def restart_session(self, config: DesktopConfig) -> None:
+        """A warm reset: stop the apps, put input and clipboard back to neutral, relaunch the apps of
+        ``config`` and wait for the screen to settle. The display and window manager stay up."""
+        self.stop_apps()
+        self.config = config
+        self.input.release_all()
+        self.input.keyboard.restore()
+        self.input.move(0, 0)
+        self.events.clear_clipboard()
+        for app in config.apps:
+            self.launch(app)
+        self.events.wait_settled(quiet=0.1, timeout=3.0)
+
+    def windows(self) -> list[int]:
+        """Top-level client windows, as the window manager lists them (or the root's children without one)."""
+        listed = self.input.root_property("_NET_CLIENT_LIST")
+        if listed is not None or self._wm is not None:
+            return list(listed or [])
+        return self.input.mapped_children()
+
+    def apps(self) -> list[tuple[AppSpec, subprocess.Popen[bytes]]]:
+        return list(self._apps)
+
+    def health(self) -> DesktopHealth:
+        display = f":{self.display_number}" if self.display_number is not None else "?"
+        if not self._started or self._closed:
+            return DesktopHealth(False, display, "not running")
+        apps = {f"{i}:{spec.label}": proc.poll() is None for i, (spec, proc) in enumerate(self._apps)}
+        if self._xvfb is None or self._xvfb.poll() is not None:
+            return DesktopHealth(False, display, "Xvfb exited", apps)
+        if not self.events.alive or not self.events.ping():
+            return DesktopHealth(False, display, "the X server does not answer", apps)
+        if self._wm is not None and self._wm.poll() is not None:
+            return DesktopHealth(False, display, "the window manager exited", apps)
+        return DesktopHealth(True, display, None, apps)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for part in ("input", "screen", "events"):
+            obj = getattr(self, part, None)
+            if obj is not None:
+                try:
+                    obj.close()
+                except Exception:  # the display may already be gone
+                    log.debug("closing %s failed", part, exc_info=True)
+        self.processes.close()
+        if self.display_number is not None:
+            xauth.PROCESS_AUTHORITY.remove(self.display_number)
+        shutil.rmtree(self._runtime, ignore_errors=True)
+
+
+def _read_display_number(fd: int, proc: subprocess.Popen[bytes], timeout: float) -> int | None:
+    deadline = time.monotonic() + timeout
+    data = b""
+    while time.monotonic() < deadline:
+        readable, _, _ = select.select([fd], [], [], 0.05)
+        if readable:
+            chunk = os.read(fd, 64)
+            if not chunk:
+                break
+            data += chunk
+            if data.endswith(b"\n"):
+                return int(data.strip())
+        elif proc.poll() is not None:
+            break
+    return None
+
+
+def _tail(path: Path, lines: int = 8) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no log)"
+    return " | ".join(text[-lines:]) or "(empty log)"

@@ -1,0 +1,384 @@
+"""One thread per desktop that listens to the X server: screen damage (to know when the screen has settled)
+and selection traffic (to own and read the clipboard).
+
+All X requests on this connection are made from the thread itself; other threads hand it work through a
+queue, so python-xlib never sees two threads on one connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import select
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from Xlib import X, Xatom, display as xdisplay
+from Xlib.ext import damage
+from Xlib.protocol import event as xevent, request
+
+from ..errors import ActionTimeoutError, DesktopDiedError
+
+log = logging.getLogger(__name__)
+
+#: Largest property chunk we write at once (the core protocol caps requests at 256 KiB).
+_CHUNK = 128 * 1024
+_TEXT_TARGETS = ("UTF8_STRING", "text/plain;charset=utf-8", "STRING", "TEXT", "text/plain")
+
+
+@dataclass
+class _Request:
+    fn: Callable[[], Any]
+    done: threading.Event
+    result: Any = None
+    error: BaseException | None = None
+
+
+class _PendingRead:
+    """A clipboard read in flight: ConvertSelection sent, waiting for SelectionNotify (and INCR chunks)."""
+
+    def __init__(self, prop: int) -> None:
+        self.prop = prop
+        self.done = threading.Event()
+        self.data = bytearray()
+        self.incr = False
+        self.failed = False
+
+
+class DesktopEvents:
+    """Damage tracking and the clipboard of one display."""
+
+    def __init__(self, display_name: str) -> None:
+        try:
+            self._d = xdisplay.Display(display_name)
+        except Exception as exc:
+            raise DesktopDiedError(f"cannot connect to display {display_name}: {exc}") from exc
+        self._name = display_name
+        self._root = self._d.screen().root
+        self._window = self._root.create_window(
+            -10, -10, 1, 1, 0, X.CopyFromParent, X.InputOutput, X.CopyFromParent,
+            event_mask=X.PropertyChangeMask,
+            override_redirect=True,
+        )
+        self._atoms: dict[str, int] = {}
+        self._clipboard_text: str | None = None
+        self._owned: set[int] = set()
+        self._read: _PendingRead | None = None
+        self._requests_served = 0
+        self._served = threading.Condition()
+        self._last_damage = time.monotonic()
+        self._damage_count = 0
+        self._damage_cond = threading.Condition()
+        self._queue: queue.SimpleQueue[_Request] = queue.SimpleQueue()
+        self._wake_r, self._wake_w = os.pipe()
+        self._alive = True
+        self._dead_reason: str | None = None
+        self._has_damage = bool(self._d.query_extension("DAMAGE"))
+        if self._has_damage:
+            self._d.damage_query_version()
+            self._damage = self._root.damage_create(damage.DamageReportNonEmpty)
+        self._d.sync()
+        self._thread = threading.Thread(target=self._run, name=f"x-events{display_name}", daemon=True)
+        self._thread.start()
+
+    # -- thread --------------------------------------------------------------------------------------------
+    def _atom(self, name: str) -> int:
+        atom = self._atoms.get(name)
+        if atom is None:
+            atom = self._atoms[name] = self._d.intern_atom(name)
+        return atom
+
+    def _run(self) -> None:
+        try:
+            while self._alive:
+                readable, _, _ = select.select([self._d.fileno(), self._wake_r], [], [], 1.0)
+                if self._wake_r in readable:
+                    os.read(self._wake_r, 4096)
+                while True:
+                    try:
+                        request = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    try:
+                        request.result = request.fn()
+                    except BaseException as exc:  # handed back to the caller
+                        request.error = exc
+                    request.done.set()
+                while self._d.pending_events():
+                    self._handle(self._d.next_event())
+        except Exception as exc:
+            if self._alive:
+                self._dead_reason = f"X connection to {self._name} lost: {exc}"
+                log.info("%s", self._dead_reason)
+        finally:
+            self._alive = False
+            with self._damage_cond:
+                self._damage_cond.notify_all()
+            while True:  # fail whatever still waits on us
+                try:
+                    request = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                request.error = DesktopDiedError(self._dead_reason or "display closed")
+                request.done.set()
+            if self._read is not None:
+                self._read.failed = True
+                self._read.done.set()
+
+    def _call(self, fn: Callable[[], Any], timeout: float = 5.0) -> Any:
+        if not self._alive:
+            raise DesktopDiedError(self._dead_reason or f"display {self._name} is closed")
+        request = _Request(fn, threading.Event())
+        self._queue.put(request)
+        os.write(self._wake_w, b"x")
+        if not request.done.wait(timeout):
+            raise ActionTimeoutError(f"the X event thread of {self._name} did not answer within {timeout}s")
+        if request.error is not None:
+            raise request.error
+        return request.result
+
+    def _handle(self, event: Any) -> None:
+        if self._has_damage and event.type == self._d.extension_event.DamageNotify:
+            self._d.damage_subtract(self._damage)
+            with self._damage_cond:
+                self._last_damage = time.monotonic()
+                self._damage_count += 1
+                self._damage_cond.notify_all()
+        elif event.type == X.SelectionRequest:
+            self._serve(event)
+        elif event.type == X.SelectionClear:
+            self._owned.discard(event.atom)
+        elif event.type == X.SelectionNotify:
+            self._on_selection_notify(event)
+        elif event.type == X.PropertyNotify:
+            self._on_property(event)
+
+    # -- settling --------------------------------------------------------------------------------------
+    @property
+    def damage_count(self) -> int:
+        return self._damage_count
+
+    def damage_generation(self) -> int | None:
+        """How many times the screen has changed so far, exact up to this call: a round trip makes the X
+        server flush every damage event that precedes it. None without the DAMAGE extension."""
+        if not self._has_damage:
+            return None
+
+        def flush() -> int:
+            self._d.sync()
+            while self._d.pending_events():
+                self._handle(self._d.next_event())
+            return self._damage_count
+
+        return int(self._call(flush))
+
+    def wait_settled(self, quiet: float = 0.05, timeout: float = 2.0) -> bool:
+        """Block until the screen has not changed for ``quiet`` seconds (counting from now), or ``timeout``.
+
+        Returns True if it settled. Without the DAMAGE extension it just waits ``quiet``.
+        """
+        start = time.monotonic()
+        deadline = start + timeout
+        if not self._has_damage:
+            time.sleep(quiet)
+            return True
+        with self._damage_cond:
+            while True:
+                now = time.monotonic()
+                quiet_since = max(self._last_damage, start)
+                if now - quiet_since >= quiet:
+                    return True
+                if now >= deadline or not self._alive:
+                    return False
+                self._damage_cond.wait(min(deadline, quiet_since + quiet) - now)
+
+    def seconds_since_damage(self) -> float:
+        return time.monotonic() - self._last_damage
+
+    # -- clipboard -------------------------------------------------------------------------------------
+    def _timestamp(self) -> int:
+        return X.CurrentTime
+
+    def set_clipboard(self, text: str, selections: tuple[str, ...] = ("CLIPBOARD",)) -> None:
+        def own() -> None:
+            self._clipboard_text = text
+            for name in selections:
+                atom = self._atom(name)
+                self._window.set_selection_owner(atom, self._timestamp())
+                self._owned.add(atom)
+            self._d.sync()
+            for name in selections:
+                if self._d.get_selection_owner(self._atom(name)) != self._window:
+                    raise DesktopDiedError(f"could not take ownership of the {name} selection")
+
+        self._call(own)
+
+    def clear_clipboard(self, selections: tuple[str, ...] = ("CLIPBOARD", "PRIMARY")) -> None:
+        """Leave the selections without an owner (the clipboard is empty)."""
+
+        def disown() -> None:
+            self._clipboard_text = None
+            for name in selections:
+                request.SetSelectionOwner(
+                    display=self._d.display, window=X.NONE, selection=self._atom(name), time=X.CurrentTime
+                )
+            self._owned.clear()
+            self._d.sync()
+
+        self._call(disown)
+
+    @property
+    def requests_served(self) -> int:
+        return self._requests_served
+
+    def wait_served(self, after: int, timeout: float) -> bool:
+        """Wait until a client has fetched our clipboard more than ``after`` times in total."""
+        deadline = time.monotonic() + timeout
+        with self._served:
+            while self._requests_served <= after:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self._alive:
+                    return False
+                self._served.wait(remaining)
+            return True
+
+    def _serve(self, ev: Any) -> None:
+        prop = ev.property or ev.target
+        ok = False
+        target_name = ""
+        text = self._clipboard_text
+        if text is not None and ev.selection in self._owned:
+            target_name = self._d.get_atom_name(ev.target)
+            requestor = self._d.create_resource_object("window", ev.requestor)
+            if target_name == "TARGETS":
+                targets = [self._atom(n) for n in ("TARGETS", *_TEXT_TARGETS)]
+                requestor.change_property(prop, Xatom.ATOM, 32, targets)
+                ok = True
+            elif target_name in _TEXT_TARGETS:
+                encoding = "latin-1" if target_name == "STRING" else "utf-8"
+                data = text.encode(encoding, errors="replace")
+                kind = Xatom.STRING if target_name == "STRING" else self._atom("UTF8_STRING")
+                if target_name.startswith("text/plain"):
+                    kind = ev.target
+                requestor.change_property(prop, kind, 8, data[:_CHUNK])
+                for i in range(_CHUNK, len(data), _CHUNK):
+                    requestor.change_property(prop, kind, 8, data[i:i + _CHUNK], X.PropModeAppend)
+                ok = True
+        notify = xevent.SelectionNotify(
+            time=ev.time, requestor=ev.requestor, selection=ev.selection, target=ev.target,
+            property=prop if ok else X.NONE,
+        )
+        self._d.send_event(ev.requestor, notify)
+        self._d.flush()
+        if ok and target_name != "TARGETS":
+            with self._served:
+                self._requests_served += 1
+                self._served.notify_all()
+
+    def get_clipboard(self, selection: str = "CLIPBOARD", timeout: float = 2.0) -> str | None:
+        """The text on the selection, or None if nobody owns it or the owner offers no text."""
+
+        def start() -> _PendingRead | str | None:
+            atom = self._atom(selection)
+            owner = self._d.get_selection_owner(atom)
+            if owner == X.NONE:
+                return None
+            if owner == self._window.id or getattr(owner, "id", None) == self._window.id:
+                return self._clipboard_text
+            pending = _PendingRead(self._atom("HCI_ENVS_CLIP"))
+            self._read = pending
+            self._window.convert_selection(atom, self._atom("UTF8_STRING"), pending.prop, self._timestamp())
+            self._d.flush()
+            return pending
+
+        first = self._call(start)
+        if not isinstance(first, _PendingRead):
+            return first
+        if not first.done.wait(timeout):
+            self._read = None
+            raise ActionTimeoutError(f"the clipboard owner did not answer within {timeout}s")
+        self._read = None
+        if first.failed:
+            return None
+        return bytes(first.data).decode("utf-8", errors="replace")
+
+    def _on_selection_notify(self, ev: Any) -> None:
+        pending = self._read
+        if pending is None:
+            return
+        if ev.property == X.NONE:
+            pending.failed = True
+            pending.done.set()
+            return
+        reply = self._window.get_full_property(pending.prop, X.AnyPropertyType)
+        if reply is None:
+            pending.failed = True
+            pending.done.set()
+            return
+        if reply.property_type == self._atom("INCR"):
+            pending.incr = True
+            self._window.delete_property(pending.prop)  # tells the owner to send the first chunk
+            self._d.flush()
+            return
+        pending.data.extend(_as_bytes(reply.value))
+        self._window.delete_property(pending.prop)
+        pending.done.set()
+
+    def _on_property(self, ev: Any) -> None:
+        pending = self._read
+        if pending is None or not pending.incr or ev.atom != pending.prop or ev.state != X.PropertyNewValue:
+            return
+        reply = self._window.get_full_property(pending.prop, X.AnyPropertyType)
+        self._window.delete_property(pending.prop)
+        self._d.flush()
+        chunk = _as_bytes(reply.value) if reply is not None else b""
+        if not chunk:
+            pending.done.set()
+        else:
+            pending.data.extend(chunk)
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return self._alive
+
+    def ping(self, timeout: float = 2.0) -> bool:
+        """A round trip to the X server through the event thread."""
+        try:
+            self._call(self._d.sync, timeout)
+            return True
+        except Exception:
+            return False
+
+    def close(self) -> None:
+        if self._alive:
+            self._alive = False
+            try:
+                os.write(self._wake_w, b"x")
+            except OSError:
+                pass
+            self._thread.join(timeout=2.0)
+        try:
+            self._d.close()
+        except Exception:
+            pass
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _as_bytes(value: Any) -> bytes:
+    if isinstance(value, bytes | bytearray):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("latin-1", errors="replace")
+    try:
+        return bytes(value)
+    except Exception:
+        return b""

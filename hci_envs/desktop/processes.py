@@ -1,0 +1,164 @@
+"""Starting and stopping the processes of a desktop, leaving no orphans.
+
+Every process starts in its own process group (its own session), so that terminating the group also takes
+the children it forked. One watchdog process per Python process (see :mod:`.watchdog`) knows every live group
+and kills them all if this process dies without cleaning up, even under SIGKILL.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+class _Watchdog:
+    """The process-wide guard; started on first use, restarted after a fork."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._pid = 0
+
+    def _ensure(self) -> subprocess.Popen[bytes]:
+        if self._proc is None or self._pid != os.getpid() or self._proc.poll() is not None:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(Path(__file__).with_name("watchdog.py"))],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+            )
+            self._pid = os.getpid()
+        return self._proc
+
+    def _send(self, line: str) -> None:
+        with self._lock:
+            proc = self._ensure()
+            assert proc.stdin is not None
+            try:
+                proc.stdin.write(line.encode() + b"\n")
+                proc.stdin.flush()
+            except BrokenPipeError:
+                self._proc = None
+                proc = self._ensure()
+                assert proc.stdin is not None
+                proc.stdin.write(line.encode() + b"\n")
+                proc.stdin.flush()
+
+    def guard(self, pgid: int) -> None:
+        self._send(f"+{pgid}")
+
+    def release(self, pgid: int) -> None:
+        if self._proc is not None and self._pid == os.getpid():
+            try:
+                self._send(f"-{pgid}")
+            except OSError:
+                pass
+
+
+WATCHDOG = _Watchdog()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _wait_group_gone(proc: subprocess.Popen[bytes], pgid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while True:
+        proc.poll()  # reap the leader, or its zombie keeps the group alive
+        if not _group_alive(pgid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+
+
+def stop_group(proc: subprocess.Popen[bytes], timeout: float = 3.0) -> None:
+    """SIGTERM the process's whole group, SIGKILL what is left after ``timeout``, and reap the process."""
+    pgid = proc.pid
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 2.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+        if _wait_group_gone(proc, pgid, wait):
+            break
+    else:
+        log.warning("process group %s survived SIGKILL", pgid)
+    try:
+        proc.wait(timeout=1.0)
+    except subprocess.TimeoutExpired:
+        log.warning("process %s was not reaped", pgid)
+    WATCHDOG.release(pgid)
+
+
+class ProcessSupervisor:
+    """The processes one desktop started, in start order; ``close()`` stops them newest first."""
+
+    def __init__(self) -> None:
+        self._procs: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self._lock = threading.Lock()
+
+    def spawn(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        pass_fds: Sequence[int] = (),
+        stdout: int | None = subprocess.DEVNULL,
+        stderr: int | None = subprocess.DEVNULL,
+        user: int | None = None,
+    ) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            list(argv),
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            pass_fds=tuple(pass_fds),
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+            close_fds=True,
+            user=user,
+        )
+        WATCHDOG.guard(proc.pid)
+        with self._lock:
+            self._procs.append((name, proc))
+        return proc
+
+    def processes(self) -> list[tuple[str, subprocess.Popen[bytes]]]:
+        with self._lock:
+            return list(self._procs)
+
+    def stop(self, proc: subprocess.Popen[bytes], timeout: float = 3.0) -> None:
+        stop_group(proc, timeout)
+        with self._lock:
+            self._procs = [(n, p) for n, p in self._procs if p is not proc]
+
+    def close(self, timeout: float = 3.0) -> None:
+        with self._lock:
+            procs, self._procs = self._procs, []
+        for _name, proc in reversed(procs):
+            stop_group(proc, timeout)
+
+    def pids(self) -> list[int]:
+        return [p.pid for _, p in self.processes()]

@@ -1,0 +1,90 @@
+"""X authority cookies, so that only holders of a desktop's cookie can connect to its display.
+
+Each display gets a random MIT-MAGIC-COOKIE-1. The X server reads it from a server file; clients find it in
+an Xauthority file. This process keeps one file with the cookies of every display it runs (our own X
+connections read ``XAUTHORITY``, which is process-wide); the apps of a desktop get a file with only their own
+display's cookie, so a shell in one session cannot reach another session's screen.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import struct
+import tempfile
+import threading
+from pathlib import Path
+
+_FAMILY_LOCAL = 256
+_FAMILY_WILD = 0xFFFF
+_PROTOCOL = b"MIT-MAGIC-COOKIE-1"
+
+
+def _field(data: bytes) -> bytes:
+    return struct.pack(">H", len(data)) + data
+
+
+def _entry(display: str, cookie: bytes) -> bytes:
+    # Two entries for one cookie: libxcb and libX11 match the wildcard family, python-xlib only the local
+    # family with this host's name.
+    tail = _field(display.encode()) + _field(_PROTOCOL) + _field(cookie)
+    local = struct.pack(">H", _FAMILY_LOCAL) + _field(socket.gethostname().encode()) + tail
+    wild = struct.pack(">H", _FAMILY_WILD) + _field(b"") + tail
+    return local + wild
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".xauth-")
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def new_cookie() -> bytes:
+    return secrets.token_bytes(16)
+
+
+def write_server_file(path: Path, cookie: bytes) -> None:
+    """The file given to ``Xvfb -auth``: the server accepts every cookie in it, whatever display it names."""
+    _write_private(path, _entry("0", cookie))
+
+
+def write_client_file(path: Path, display_number: int, cookie: bytes) -> None:
+    _write_private(path, _entry(str(display_number), cookie))
+
+
+class ProcessAuthority:
+    """This process's own Xauthority file, holding the cookie of every display it runs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cookies: dict[int, bytes] = {}
+        self._path: Path | None = None
+
+    def _file(self) -> Path:
+        if self._path is None:
+            directory = Path(tempfile.mkdtemp(prefix="hci-envs-xauth-"))
+            self._path = directory / "Xauthority"
+            os.environ["XAUTHORITY"] = str(self._path)
+        return self._path
+
+    def add(self, display_number: int, cookie: bytes) -> None:
+        with self._lock:
+            self._cookies[display_number] = cookie
+            self._flush()
+
+    def remove(self, display_number: int) -> None:
+        with self._lock:
+            if self._cookies.pop(display_number, None) is not None:
+                self._flush()
+
+    def _flush(self) -> None:
+        data = b"".join(_entry(str(n), c) for n, c in sorted(self._cookies.items()))
+        _write_private(self._file(), data)
+
+
+PROCESS_AUTHORITY = ProcessAuthority()

@@ -1,0 +1,546 @@
+"""The environment contract: Gymnasium-style ``reset`` / ``step`` / ``state`` over a desktop and its tools.
+
+An environment is interface + state. The interface is the tool registry its traits contribute (served over
+MCP). The state is the declared :class:`StartState`: screen size, home-directory template, apps to launch,
+environment variables and clipboard; ``reset()`` brings the desktop back to it. ``reset``, ``state`` and
+``snapshot`` belong to the control plane: they are never tools and never reachable from CodeAct.
+
+A failure of the desktop itself (Xvfb or the app dying) ends the episode as truncated with a reason; the next
+``reset()`` brings the desktop back. It never raises out of ``step``.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .actions import ACTIONS, parse_action
+from .actions.models import ActionBase, ImageFormat, Screenshot
+from .errors import (
+    ActionError,
+    ConfigError,
+    DesktopDiedError,
+    DesktopError,
+    EnvironmentStateError,
+    HciEnvsError,
+    InvalidActionError,
+    ModeError,
+    UnknownToolError,
+)
+from .tools import ToolOutput, ToolSpec
+from .trait import Trait
+
+log = logging.getLogger(__name__)
+
+Mode = Literal["simulation", "production"]
+
+
+class AppState(BaseModel):
+    """An app the start state launches."""
+
+    model_config = ConfigDict(extra="forbid")
+    command: list[str] | str
+    name: str | None = None
+    env: dict[str, str] = {}
+    wait_for_window: bool = True
+    timeout: float = Field(15.0, gt=0, le=300)
+
+
+class StartState(BaseModel):
+    """The declared start of the world that ``reset()`` restores."""
+
+    model_config = ConfigDict(extra="forbid")
+    width: int = Field(1280, ge=16, le=8192)
+    height: int = Field(800, ge=16, le=8192)
+    depth: Literal[16, 24] = 24
+    window_manager: str | None = "openbox"
+    apps: list[AppState] = []
+    home_template: str | None = Field(None, description="A directory copied into the session's home on reset.")
+    env: dict[str, str] = {}
+    clipboard: str | None = None
+
+
+class ObservationSpec(BaseModel):
+    """How the screenshot in each observation is taken (or ``format=None`` for no screenshot)."""
+
+    model_config = ConfigDict(extra="forbid")
+    format: ImageFormat | None = "png"
+    quality: int | None = Field(None, ge=1, le=100)
+    max_side: int | None = Field(None, ge=16, le=16384)
+    settle: bool = Field(False, description="Wait for the screen to settle after input before the screenshot.")
+
+
+class ImageData(BaseModel):
+    """An image in an observation: base64 data, its type and geometry (``scale`` = image px per screen px)."""
+
+    data: str
+    mime_type: str
+    width: int
+    height: int
+    scale: float = 1.0
+
+
+class Observation(BaseModel):
+    """What ``reset`` and ``step`` return."""
+
+    model_config = ConfigDict(extra="allow")
+    screenshot: ImageData | None = None
+    text: str = ""
+    data: dict[str, Any] | list[Any] | None = None
+    images: list[ImageData] = []
+    error: dict[str, Any] | None = None
+    reward: float | None = None
+    done: bool = False
+    truncated: bool = False
+    truncated_reason: str | None = None
+    metadata: dict[str, Any] = {}
+
+
+class EnvState(BaseModel):
+    """The control plane's view of an episode."""
+
+    model_config = ConfigDict(extra="allow")
+    episode_id: str | None = None
+    step_count: int = 0
+    screen_width: int = 0
+    screen_height: int = 0
+    mode: Mode = "simulation"
+    done: bool = False
+    truncated_reason: str | None = None
+    session_id: str | None = None
+    mcp_url: str | None = None
+    vnc_url: str | None = None
+    vnc_view_url: str | None = None
+
+
+def image_data(image: Any) -> ImageData:
+    return ImageData(
+        data=image.base64(), mime_type=image.mime_type, width=image.width, height=image.height, scale=image.scale
+    )
+
+
+class DesktopEnvironment(Trait):
+    """Base of every environment: owns one desktop per episode and the tools of its traits.
+
+    Compose it with traits: ``class MyEnv(HumanComputerInterfaceable, BashAccess, DesktopEnvironment)``.
+    Thread-safe: calls are serialised per environment.
+    """
+
+    #: The default start state of this environment class (instances may override it).
+    start_state: ClassVar[StartState] = StartState()
+    #: A human-readable description, served at /metadata.
+    description: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        start_state: StartState | dict[str, Any] | None = None,
+        *,
+        mode: Mode = "simulation",
+        observation: ObservationSpec | dict[str, Any] | None = None,
+        paste_keys: str = "ctrl+v",
+    ) -> None:
+        state = start_state if start_state is not None else type(self).start_state
+        if isinstance(state, dict):
+            state = StartState.model_validate(state)
+        defaults = type(self).merged_start_state_defaults()
+        if defaults:
+            merged = state.model_dump()
+            for key, value in defaults.items():
+                if isinstance(value, list):
+                    merged[key] = [*value, *merged.get(key, [])]
+                elif isinstance(value, dict):
+                    merged[key] = {**value, **merged.get(key, {})}
+                elif merged.get(key) in (None, StartState.model_fields[key].default):
+                    merged[key] = value
+            state = StartState.model_validate(merged)
+        if mode not in ("simulation", "production"):
+            raise ConfigError(f"mode must be 'simulation' or 'production', not {mode!r}")
+        self.declared_state: StartState = state
+        self.mode: Mode = mode
+        self.observation_spec = (
+            observation if isinstance(observation, ObservationSpec) else ObservationSpec.model_validate(observation or {})
+        )
+        self.paste_keys = paste_keys
+        self.desktop: Any = None  # hci_envs.desktop.Desktop
+        self.executor: Any = None  # hci_envs.executor.Executor
+        self.session_info: dict[str, Any] = {}
+        self._lock = threading.RLock()
+        self._home = Path(tempfile.mkdtemp(prefix="hci-envs-home-"))
+        self._snapshots: dict[str, Path] = {}
+        self._snapshot_root: Path | None = None
+        self._episode_id: str | None = None
+        self._step_count = 0
+        self._done = False
+        self._truncated_reason: str | None = None
+        self._closed = False
+        self._started = False
+        self.seed: int | None = None
+        self.last_used = time.monotonic()
+
+    # -- the tools -------------------------------------------------------------------------------------
+    @property
+    def home(self) -> Path:
+        return self._home
+
+    def tools(self) -> dict[str, ToolSpec]:
+        return type(self).tool_specs()
+
+    def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> ToolOutput:
+        """The model's way in: run one tool. Raises :class:`UnknownToolError`, :class:`InvalidActionError`,
+        :class:`ActionError` or :class:`DesktopDiedError`."""
+        spec = self.tools().get(name)
+        if spec is None:
+            raise UnknownToolError(
+                f"unknown tool {name!r}; available: {', '.join(sorted(self.tools()))}", tool=name
+            )
+        self.last_used = time.monotonic()
+        self._require_running()
+        try:
+            return spec.call(self, arguments)
+        except DesktopDiedError as exc:
+            self._mark_truncated(str(exc))
+            raise
+
+    def _require_running(self) -> None:
+        if self._closed:
+            raise EnvironmentStateError("the environment is closed")
+        if not self._started:
+            raise EnvironmentStateError("the environment has not been reset yet; call reset() first")
+        if self._truncated_reason is not None:
+            raise DesktopDiedError(f"the episode was truncated ({self._truncated_reason}); call reset()")
+
+    # -- control plane ---------------------------------------------------------------------------------
+    def start(self) -> Observation:
+        """Bring the desktop up for the first time (allowed in production mode too)."""
+        with self._lock:
+            if self._started and self._truncated_reason is None:
+                return self._observe(text="already running")
+            return self._reset(seed=None, episode_id=None, snapshot=None)
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **options: Any) -> Observation:
+        """End the episode's processes, restore the start state (or ``snapshot=NAME``), relaunch the apps and
+        return the first observation once the screen is stable."""
+        with self._lock:
+            if self._closed:
+                raise EnvironmentStateError("the environment is closed")
+            if self.mode == "production" and self._started:
+                raise ModeError("reset is disabled in production mode")
+            snapshot = options.pop("snapshot", None)
+            if options:
+                raise ConfigError(f"unknown reset options: {', '.join(sorted(options))}")
+            return self._reset(seed=seed, episode_id=episode_id, snapshot=snapshot)
+
+    def _reset(self, *, seed: int | None, episode_id: str | None, snapshot: str | None) -> Observation:
+        from .desktop import AppSpec, Desktop, DesktopConfig
+        from .executor import Executor
+
+        if snapshot is not None and snapshot not in self._snapshots:
+            raise ConfigError(f"no snapshot named {snapshot!r}; known: {', '.join(sorted(self._snapshots)) or 'none'}")
+        s = self.declared_state
+        if self._started:
+            try:
+                self.on_session_end()
+            except Exception:
+                log.exception("on_session_end hook failed")
+        self._restore_home(self._snapshots[snapshot] if snapshot else s.home_template)
+        config = DesktopConfig(
+            width=s.width, height=s.height, depth=s.depth, window_manager=s.window_manager,
+            apps=[AppSpec(a.command, a.name, dict(a.env), a.wait_for_window, a.timeout) for a in s.apps],
+            env=dict(s.env), home=str(self._home),
+        )
+        desktop = self.desktop
+        if desktop is not None and desktop.can_reuse(config):
+            desktop.restart_session(config)
+        else:
+            if desktop is not None:
+                desktop.close()
+            self.desktop = None
+            desktop = Desktop(config).start()
+            self.desktop = desktop
+            self.executor = Executor(desktop, paste_keys=self.paste_keys)
+        if s.clipboard is not None:
+            desktop.events.set_clipboard(s.clipboard)
+        self._started = True
+        self._episode_id = episode_id or str(uuid.uuid4())
+        self._step_count = 0
+        self._done = False
+        self._truncated_reason = None
+        self.seed = seed
+        self.on_session_start(desktop)
+        self.last_used = time.monotonic()
+        return self._observe(text="reset")
+
+    def snapshot(self, name: str) -> dict[str, Any]:
+        """Capture the session's files (its home directory) under ``name``; ``reset(snapshot=name)`` branches
+        from it."""
+        with self._lock:
+            if self.mode == "production":
+                raise ModeError("snapshot is disabled in production mode")
+            if not name or "/" in name or name.startswith("."):
+                raise ConfigError(f"invalid snapshot name {name!r}")
+            if self._snapshot_root is None:
+                self._snapshot_root = Path(tempfile.mkdtemp(prefix="hci-envs-snapshots-"))
+            target = self._snapshot_root / name
+            if target.exists():
+                shutil.rmtree(target)
+            shutil.copytree(self._home, target, symlinks=True)
+            self._snapshots[name] = target
+            files = sum(1 for p in target.rglob("*") if p.is_file())
+            return {"name": name, "files": files}
+
+    def snapshots(self) -> list[str]:
+        return sorted(self._snapshots)
+
+    def _restore_home(self, source: str | Path | None) -> None:
+        for child in self._home.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
+        if source is not None:
+            src = Path(source)
+            if not src.is_dir():
+                raise ConfigError(f"home template {str(src)!r} is not a directory")
+            shutil.copytree(src, self._home, symlinks=True, dirs_exist_ok=True)
+
+    @property
+    def state(self) -> EnvState:
+        width, height = self.declared_state.width, self.declared_state.height
+        return EnvState(
+            episode_id=self._episode_id,
+            step_count=self._step_count,
+            screen_width=width,
+            screen_height=height,
+            mode=self.mode,
+            done=self._done,
+            truncated_reason=self._truncated_reason,
+            **self.session_info,
+        )
+
+    def step(self, action: Any) -> Observation:
+        """Run one action and observe. ``action`` is a canonical action, a tool call ``{"tool", "arguments"}``,
+        OpenEnv's ``{"type": "call_tool" | "list_tools", ...}``, or a list of these run in order."""
+        with self._lock:
+            if self._closed:
+                raise EnvironmentStateError("the environment is closed")
+            if not self._started:
+                raise EnvironmentStateError("step() before reset(): call reset() first")
+            if self._truncated_reason is not None or self._done:
+                raise EnvironmentStateError(
+                    f"the episode is over ({self._truncated_reason or 'done'}); call reset() to start a new one"
+                )
+            items = action if isinstance(action, list) else [action]
+            if not items:
+                raise InvalidActionError("an empty list of actions", field="action")
+            parsed = [self.parse_step_item(item) for item in items]  # validate all before running any
+            self._step_count += 1
+            self.last_used = time.monotonic()
+            texts: list[str] = []
+            extra: dict[str, Any] = {}
+            data: Any = None
+            images: list[ImageData] = []
+            error: dict[str, Any] | None = None
+            injected = False
+            for kind, payload in parsed:
+                try:
+                    out = self._run_item(kind, payload)
+                except DesktopError as exc:
+                    self._mark_truncated(str(exc))
+                    return self._truncated_observation(texts)
+                except ActionError as exc:
+                    error = exc.to_dict()
+                    texts.append(f"error: {exc.message}")
+                    break
+                texts.append(out.text)
+                data = out.data
+                images.extend(image_data(img) for img in out.images)
+                injected = injected or kind != "list_tools"
+                extra.update(out.extra)
+            settle = self.observation_spec.settle and injected
+            obs = self._observe(text="\n".join(t for t in texts if t), settle=settle)
+            if obs.truncated:
+                return obs
+            obs.data = data
+            obs.images = images
+            obs.error = error
+            for key, value in extra.items():
+                setattr(obs, key, value)
+            return obs
+
+    # -- step internals ----------------------------------------------------------------------------------
+    def parse_step_item(self, item: Any) -> tuple[str, Any]:
+        """Classify and validate one step item; raises :class:`InvalidActionError`."""
+        if isinstance(item, ActionBase):
+            return "action", self.executor.validate(item) if self.executor else item
+        if isinstance(item, str):
+            import json
+
+            try:
+                item = json.loads(item)
+            except ValueError as exc:
+                raise InvalidActionError(f"action is not valid JSON: {exc}", field="action") from None
+        if not isinstance(item, dict):
+            raise InvalidActionError(
+                f"an action must be an object, not {type(item).__name__}", field="action"
+            )
+        kind = item.get("type")
+        if kind == "list_tools":
+            _only(item, {"type", "metadata"})
+            return "list_tools", None
+        if kind == "call_tool":
+            _only(item, {"type", "tool_name", "arguments", "metadata"})
+            name = item.get("tool_name")
+            if not isinstance(name, str):
+                raise InvalidActionError("call_tool needs a string 'tool_name'", field="tool_name")
+            return "tool", (name, item.get("arguments") or {}, True)
+        if "tool" in item and kind is None:
+            _only(item, {"tool", "arguments"})
+            if not isinstance(item["tool"], str):
+                raise InvalidActionError("'tool' must be a tool name", field="tool")
+            args = item.get("arguments") or {}
+            if not isinstance(args, dict):
+                raise InvalidActionError("'arguments' must be an object", field="arguments")
+            return "tool", (item["tool"], args, False)
+        if "code" in item and kind is None:
+            return self.parse_code_item(item)
+        if kind in ACTIONS:
+            screen = (self.declared_state.width, self.declared_state.height)
+            return "action", parse_action(item, screen=screen)
+        raise InvalidActionError(
+            f"unknown action {kind!r}; expected a canonical action ({', '.join(ACTIONS)}), "
+            "{'tool': NAME, 'arguments': {...}}, or OpenEnv's call_tool / list_tools",
+            field="type",
+        )
+
+    def parse_code_item(self, item: dict[str, Any]) -> tuple[str, Any]:
+        raise InvalidActionError("this environment does not run code actions", field="code")
+
+    def _run_item(self, kind: str, payload: Any) -> _ItemOutput:
+        if kind == "list_tools":
+            tools = [
+                {"name": s.name, "description": s.description, "input_schema": s.input_schema()}
+                for s in self.tools().values()
+            ]
+            return _ItemOutput(f"{len(tools)} tools", None, [], {"tools": tools})
+        if kind == "tool":
+            name, arguments, openenv_style = payload
+            if openenv_style:
+                return self._openenv_call(name, arguments)
+            out = self.call_tool(name, arguments)
+            return _ItemOutput(out.text, out.data, out.images, {})
+        if kind == "action":
+            result = self.executor.run(payload)
+            images = [result.image] if result.image is not None else []
+            return _ItemOutput(result.text, result.structured() or None, images, {})
+        return self.run_custom_item(kind, payload)
+
+    def run_custom_item(self, kind: str, payload: Any) -> _ItemOutput:
+        raise InvalidActionError(f"unsupported step item {kind!r}")
+
+    def _openenv_call(self, name: str, arguments: dict[str, Any]) -> _ItemOutput:
+        """OpenEnv's CallToolAction: a CallToolObservation-shaped result; errors go in ``error``."""
+        from .server.mcp_bridge import output_to_mcp_dict
+
+        try:
+            out = self.call_tool(name, arguments)
+        except DesktopError:
+            raise
+        except HciEnvsError as exc:
+            kind = {
+                "UNKNOWN_TOOL": "tool_not_found", "VALIDATION_ERROR": "invalid_args", "TIMEOUT": "timeout",
+            }.get(exc.code, "execution_error")
+            return _ItemOutput(
+                f"error: {exc.message}", None, [],
+                {"tool_name": name, "result": None, "error": {"error_type": kind, "message": exc.message}},
+            )
+        return _ItemOutput(
+            out.text, out.data, out.images, {"tool_name": name, "result": output_to_mcp_dict(out), "error": None}
+        )
+
+    def _observe(self, text: str = "", settle: bool = False) -> Observation:
+        spec = self.observation_spec
+        shot = None
+        if spec.format is not None and self.desktop is not None:
+            try:
+                if settle:
+                    self.desktop.events.wait_settled()
+                result = self.executor.run(
+                    Screenshot(format=spec.format, quality=spec.quality, max_side=spec.max_side)
+                )
+                shot = image_data(result.image)
+            except DesktopError as exc:
+                self._mark_truncated(str(exc))
+                return self._truncated_observation([text])
+        return Observation(screenshot=shot, text=text, done=self._done)
+
+    def _mark_truncated(self, reason: str) -> None:
+        if self._truncated_reason is None:
+            log.warning("episode %s truncated: %s", self._episode_id, reason)
+        self._truncated_reason = reason
+        self._done = True
+
+    def _truncated_observation(self, texts: list[str]) -> Observation:
+        return Observation(
+            text="\n".join(t for t in texts if t),
+            done=True,
+            truncated=True,
+            truncated_reason=self._truncated_reason,
+        )
+
+    def check_health(self) -> str | None:
+        """None if the desktop is healthy; otherwise the reason, and the episode is marked truncated."""
+        if self.desktop is None:
+            return "not started"
+        health = self.desktop.health()
+        if not health.ok:
+            self._mark_truncated(health.reason or "desktop unhealthy")
+            return health.reason
+        return None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                if self._started:
+                    self.on_session_end()
+            except Exception:
+                log.exception("on_session_end hook failed")
+            if self.desktop is not None:
+                self.desktop.close()
+                self.desktop = None
+            shutil.rmtree(self._home, ignore_errors=True)
+            if self._snapshot_root is not None:
+                shutil.rmtree(self._snapshot_root, ignore_errors=True)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> DesktopEnvironment:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _ItemOutput:
+    __slots__ = ("text", "data", "images", "extra")
+
+    def __init__(self, text: str, data: Any, images: list[Any], extra: dict[str, Any]) -> None:
+        self.text, self.data, self.images, self.extra = text, data, images, extra
+
+
+def _only(item: dict[str, Any], allowed: set[str]) -> None:
+    extra = set(item) - allowed
+    if extra:
+        raise InvalidActionError(f"unexpected field(s): {', '.join(sorted(extra))}", field=sorted(extra)[0])

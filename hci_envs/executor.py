@@ -1,0 +1,233 @@
+"""The one executor every path uses: MCP tools, ``step()``, CodeAct functions and demonstration replay.
+
+It turns a validated canonical action into operations on a :class:`~hci_envs.desktop.Desktop` and reports an
+:class:`ActionResult`. Observers (recorders) see every action with its result.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .actions import models as A
+from .actions.keys import split_combo
+from .actions.models import BUTTON_NUMBERS, parse_action
+from .errors import ActionTimeoutError, DesktopDiedError, HumanControlError
+
+#: Default quiet period and time limit of "wait until the screen has settled".
+SETTLE_QUIET = 0.05
+SETTLE_TIMEOUT = 2.0
+
+
+@dataclass
+class ActionResult:
+    """What an action did: a line of text for the model, structured data, and an image for screenshots."""
+
+    action: str
+    text: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+    image: Any = None  # hci_envs.desktop.EncodedImage
+    settled: bool | None = None
+    elapsed_ms: float = 0.0
+
+    def structured(self) -> dict[str, Any]:
+        out = dict(self.data)
+        if self.image is not None:
+            out.update(self.image.info())
+        if self.settled is not None:
+            out["settled"] = self.settled
+        return out
+
+
+Observer = Callable[[A.ActionBase, ActionResult], None]
+
+
+class Executor:
+    """Runs canonical actions on one desktop, one at a time."""
+
+    def __init__(
+        self,
+        desktop: Any,
+        *,
+        paste_keys: str = "ctrl+v",
+        settle_quiet: float = SETTLE_QUIET,
+        settle_timeout: float = SETTLE_TIMEOUT,
+    ) -> None:
+        self.desktop = desktop
+        self.paste_keys = paste_keys
+        self.settle_quiet = settle_quiet
+        self.settle_timeout = settle_timeout
+        self.observers: list[Observer] = []
+        #: Set while a human holds the desktop; input actions are refused with the reason it holds.
+        self.input_blocked: Callable[[], str | None] = lambda: None
+        self._lock = threading.RLock()
+        self._frame_cache: tuple[Any, int, Any] | None = None  # (params, damage generation, image)
+        self._handlers: dict[str, Callable[[Any], ActionResult]] = {
+            name: getattr(self, f"_do_{name}") for name in A.ACTIONS
+        }
+
+    @property
+    def screen_size(self) -> tuple[int, int]:
+        return self.desktop.size
+
+    def validate(self, action: A.ActionBase | dict[str, Any] | str) -> A.ActionBase:
+        return parse_action(action, screen=self.screen_size)
+
+    def run(self, action: A.ActionBase | dict[str, Any] | str, *, settle: bool = False) -> ActionResult:
+        """Validate ``action`` against this screen and carry it out.
+
+        With ``settle`` an input action returns once the screen has stopped changing (or after the settle
+        time limit), instead of right after the X server took the input.
+        """
+        checked = self.validate(action)
+        if checked.injects_input:
+            reason = self.input_blocked()
+            if reason:
+                raise HumanControlError(reason)
+        start = time.perf_counter()
+        with self._lock:
+            result = self._handlers[checked.type](checked)
+            if settle and checked.injects_input:
+                result.settled = self.desktop.events.wait_settled(self.settle_quiet, self.settle_timeout)
+        result.elapsed_ms = (time.perf_counter() - start) * 1000
+        for observer in list(self.observers):
+            observer(checked, result)
+        return result
+
+    # -- observation ---------------------------------------------------------------------------------
+    def _do_screenshot(self, a: A.Screenshot) -> ActionResult:
+        region = (a.region.x, a.region.y, a.region.width, a.region.height) if a.region else None
+        params = (region, a.scale, a.max_side, a.format, a.quality)
+        # The screen has not changed since the last identical capture (no damage since): reuse its bytes.
+        generation = None if a.cursor else self.desktop.events.damage_generation()
+        cached = self._frame_cache
+        if generation is not None and cached is not None and cached[0] == params and cached[1] == generation:
+            image = cached[2]
+        else:
+            image = self.desktop.screen.capture(
+                region=region, scale=a.scale, max_side=a.max_side, fmt=a.format, quality=a.quality,
+                cursor=a.cursor,
+            )
+            if generation is not None:
+                self._frame_cache = (params, generation, image)
+        text = f"screenshot {image.width}x{image.height} {a.format}"
+        if image.scale != 1:
+            text += f", scale {image.scale:g} (pass scale={image.scale:g} with coordinates read off this image)"
+        return ActionResult(a.type, text, image=image)
+
+    def _do_cursor_position(self, a: A.CursorPosition) -> ActionResult:
+        x, y = self.desktop.input.pointer()
+        return ActionResult(a.type, f"cursor at ({x}, {y})", {"x": x, "y": y})
+
+    def _do_screen_size(self, a: A.ScreenSize) -> ActionResult:
+        w, h = self.screen_size
+        return ActionResult(a.type, f"screen is {w}x{h}", {"width": w, "height": h})
+
+    def _do_clipboard_get(self, a: A.ClipboardGet) -> ActionResult:
+        text = self.desktop.events.get_clipboard()
+        return ActionResult(a.type, text or "", {"text": text})
+
+    # -- pointer -------------------------------------------------------------------------------------
+    def _at(self, a: Any) -> tuple[int, int] | None:
+        if getattr(a, "x", None) is None:
+            return None
+        return a.screen_point(a.x, a.y)
+
+    def _do_mouse_move(self, a: A.MouseMove) -> ActionResult:
+        x, y = a.screen_point(a.x, a.y)
+        self.desktop.input.move(x, y)
+        return ActionResult(a.type, f"moved to ({x}, {y})", {"x": x, "y": y})
+
+    def _do_click(self, a: A.Click) -> ActionResult:
+        at = self._at(a)
+        self.desktop.input.click(BUTTON_NUMBERS[a.button], a.count, at, a.modifiers)
+        x, y = at if at is not None else self.desktop.input.pointer()
+        kind = {1: "clicked", 2: "double-clicked", 3: "triple-clicked"}[a.count]
+        mods = f" with {'+'.join(a.modifiers)}" if a.modifiers else ""
+        return ActionResult(a.type, f"{kind} {a.button} at ({x}, {y}){mods}", {"x": x, "y": y})
+
+    def _do_mouse_down(self, a: A.MouseDown) -> ActionResult:
+        self.desktop.input.button(BUTTON_NUMBERS[a.button], True)
+        return ActionResult(a.type, f"{a.button} button down")
+
+    def _do_mouse_up(self, a: A.MouseUp) -> ActionResult:
+        self.desktop.input.button(BUTTON_NUMBERS[a.button], False)
+        return ActionResult(a.type, f"{a.button} button up")
+
+    def _do_drag(self, a: A.Drag) -> ActionResult:
+        path = [a.screen_point(x, y) for x, y in a.path]
+        self.desktop.input.drag(path, BUTTON_NUMBERS[a.button], a.modifiers)
+        return ActionResult(a.type, f"dragged {a.button} from {path[0]} to {path[-1]}", {"path": path})
+
+    def _do_scroll(self, a: A.Scroll) -> ActionResult:
+        at = self._at(a)
+        self.desktop.input.scroll(a.dx, a.dy, at, a.modifiers)
+        where = f" at {at}" if at else ""
+        return ActionResult(a.type, f"scrolled dx={a.dx} dy={a.dy}{where}")
+
+    # -- keyboard ------------------------------------------------------------------------------------
+    def _do_key(self, a: A.Key) -> ActionResult:
+        for _ in range(a.repeat):
+            for combo in a.combos:
+                self.desktop.input.combo(split_combo(combo))
+        times = f" x{a.repeat}" if a.repeat > 1 else ""
+        return ActionResult(a.type, f"pressed {', '.join(a.combos)}{times}")
+
+    def _do_key_down(self, a: A.KeyDown) -> ActionResult:
+        self.desktop.input.key_down(a.key)
+        return ActionResult(a.type, f"{a.key} down")
+
+    def _do_key_up(self, a: A.KeyUp) -> ActionResult:
+        self.desktop.input.key_up(a.key)
+        return ActionResult(a.type, f"{a.key} up")
+
+    def _do_hold_key(self, a: A.HoldKey) -> ActionResult:
+        self.desktop.input.combo(split_combo(a.keys), hold_seconds=a.seconds)
+        return ActionResult(a.type, f"held {a.keys} for {a.seconds:g}s")
+
+    def _do_type_text(self, a: A.TypeText) -> ActionResult:
+        mode = a.mode
+        if mode == "auto":
+            mode = "keys" if self.desktop.input.fits(a.text) else "paste"
+        if mode == "paste":
+            self._paste(a.text)
+        else:
+            sent = [0]
+
+            def wait_for_apps() -> None:
+                # Apps read a key's keysym when they process the event; before scratch keys are remapped,
+                # give them time to catch up: the screen must go quiet, and at least ~1 ms per key sent.
+                self.desktop.events.wait_settled(0.1, 3.0)
+                time.sleep(min(2.0, 0.001 * sent[0]))
+
+            self.desktop.input.type_keys(a.text, wait_for_apps)
+        return ActionResult(a.type, f"typed {len(a.text)} characters ({mode})", {"mode": mode, "chars": len(a.text)})
+
+    def _paste(self, text: str) -> None:
+        events = self.desktop.events
+        try:
+            previous = events.get_clipboard(timeout=1.0)
+        except (ActionTimeoutError, DesktopDiedError):
+            previous = None
+        served = events.requests_served
+        events.set_clipboard(text)
+        self.desktop.input.combo(split_combo(self.paste_keys))
+        fetched = events.wait_served(served, timeout=3.0)
+        if not fetched:
+            raise ActionTimeoutError(
+                f"paste: the focused app did not ask for the clipboard after {self.paste_keys}; "
+                "it may not support pasting (use mode 'keys'). The text stays on the clipboard."
+            )
+        if previous is not None and previous != text:
+            events.set_clipboard(previous)  # put back what the user had copied
+
+    def _do_wait(self, a: A.Wait) -> ActionResult:
+        time.sleep(a.ms / 1000)
+        return ActionResult(a.type, f"waited {a.ms} ms")
+
+    def _do_clipboard_set(self, a: A.ClipboardSet) -> ActionResult:
+        self.desktop.events.set_clipboard(a.text)
+        return ActionResult(a.type, f"clipboard set ({len(a.text)} characters)")

@@ -1,0 +1,289 @@
+"""The one ASGI server of a desktop environment: health, MCP, the control plane, VNC, all on one port.
+
+    app = create_app(ServerConfig(env_class=DesktopEnv))
+    uvicorn.run(app, host="127.0.0.1", port=8000)
+
+Routes (see docs/server.md): ``/health``; ``/mcp`` and ``/sessions/{id}/mcp`` (MCP over streamable HTTP, the
+model's interface); ``/metadata``, ``/schema``, ``/reset``, ``/step``, ``/state``, ``/ws`` (OpenEnv's wire
+protocol, the control plane); ``/sessions`` (create, list, close); ``/vnc/`` (the browser view).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from fastapi import FastAPI
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .. import __version__
+from ..errors import AuthError, ConfigError, HciEnvsError, SessionNotFoundError
+from .config import ServerConfig, is_loopback
+from .mcp_bridge import SCOPE_KEY, build_mcp_server, env_from_context
+from .sessions import Session, SessionManager
+
+log = logging.getLogger(__name__)
+
+#: Largest MCP request body accepted (a clipboard or type_text payload of MAX_TEXT_CHARS fits easily).
+MAX_MCP_BODY = 8 * 1024 * 1024
+
+HTTP_STATUS = {
+    "VALIDATION_ERROR": 422,
+    "UNKNOWN_TOOL": 404,
+    "SESSION_NOT_FOUND": 404,
+    "CAPACITY_REACHED": 503,
+    "UNAUTHORIZED": 401,
+    "MODE_FORBIDDEN": 403,
+    "STATE_ERROR": 409,
+    "HUMAN_CONTROL": 409,
+    "CONFIG_ERROR": 400,
+    "TIMEOUT": 504,
+    "DESKTOP_DIED": 503,
+    "DISPLAY_START_FAILED": 503,
+    "MISSING_DEPENDENCY": 500,
+}
+
+
+def error_response(exc: HciEnvsError) -> JSONResponse:
+    status = HTTP_STATUS.get(exc.code, 400 if isinstance(exc, ConfigError) else 500)
+    headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, AuthError) else None
+    return JSONResponse({"error": exc.to_dict(), "detail": exc.message}, status_code=status, headers=headers)
+
+
+def bearer(headers: Any) -> str | None:
+    value = headers.get("authorization")
+    if value and value.lower().startswith("bearer "):
+        return value[7:].strip()
+    return None
+
+
+class HostGuard:
+    """Refuses requests whose Host or Origin is not loopback while the server runs without secrets on
+    loopback: otherwise any web page could reach the desktop through DNS rebinding."""
+
+    def __init__(self, app: ASGIApp, enabled: bool) -> None:
+        self.app = app
+        self.enabled = enabled
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.enabled and scope["type"] in ("http", "websocket"):
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
+            host = headers.get("host", "").rsplit(":", 1)[0] if not headers.get("host", "").startswith("[") \
+                else headers.get("host", "").split("]")[0] + "]"
+            origin = headers.get("origin")
+            bad_origin = origin is not None and origin != "null" and not is_loopback(
+                origin.split("//", 1)[-1].rsplit(":", 1)[0].strip("[]")
+            )
+            if (host and not is_loopback(host.strip("[]"))) or bad_origin:
+                if scope["type"] == "http":
+                    await JSONResponse(
+                        {"detail": "request refused: this server answers only loopback hosts and origins"},
+                        status_code=403,
+                    )(scope, receive, send)
+                else:
+                    await send({"type": "websocket.close", "code": 1008})
+                return
+        await self.app(scope, receive, send)
+
+
+class McpEndpoint:
+    """Routes an MCP request to its session (after checking the agent token) and into the MCP SDK."""
+
+    def __init__(self, server: HciServer) -> None:
+        self.server = server
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        session_id = scope.get("path_params", {}).get("session_id")
+        try:
+            session = self.server.sessions.get(session_id) if session_id else self.server.sessions.default()
+            session.check_agent_token(bearer(request.headers))
+        except HciEnvsError as exc:
+            await error_response(exc)(scope, receive, send)
+            return
+        if request.method == "POST":
+            body = await _read_body(receive, MAX_MCP_BODY)
+            if body is None:
+                await JSONResponse({"detail": "request body too large"}, status_code=413)(scope, receive, send)
+                return
+            reply = _not_jsonrpc(body)
+            if reply is not None:  # OpenEnv's validator posts {}: answer like a JSON-RPC server would
+                await JSONResponse(reply)(scope, receive, send)
+                return
+            receive = _replay(body)
+        scope = dict(scope)
+        scope[SCOPE_KEY] = session
+        await self.server.mcp.session_manager.handle_request(scope, receive, send)
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes) -> Receive:
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await anyio.sleep_forever()
+        return {"type": "http.disconnect"}  # pragma: no cover
+
+    return receive
+
+
+def _not_jsonrpc(body: bytes) -> dict[str, Any] | None:
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error", "data": None}}
+    if isinstance(message, dict) and ("jsonrpc" not in message or ("method" not in message and "id" not in message)):
+        return {
+            "jsonrpc": "2.0",
+            "id": message.get("id"),
+            "error": {"code": -32600, "message": "Invalid request: not a JSON-RPC 2.0 message", "data": None},
+        }
+    return None
+
+
+class HciServer:
+    """The running server: its configuration, sessions and MCP server."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        if config.env_class is None:
+            raise ConfigError("ServerConfig.env_class is required")
+        config.check_exposure()
+        self.config = config
+        env_class = config.env_class
+        self.env_class = env_class
+        self.sessions = SessionManager(
+            self._make_env,
+            max_sessions=config.max_sessions,
+            idle_timeout=config.idle_timeout,
+            agent_tokens=config.agent_tokens,
+            default_agent_token=config.agent_token,
+            describe=self.describe_session,
+        )
+        self.mcp = build_mcp_server(
+            env_class.tool_specs(),
+            env_from_context,
+            name=getattr(env_class, "__name__", "hci-envs"),
+            instructions=getattr(env_class, "description", None) or None,
+            version=__version__,
+        )
+
+    def _make_env(self) -> Any:
+        return self.config.env_class(mode=self.config.mode, **self.config.env_kwargs)  # type: ignore[misc]
+
+    def mcp_url(self, session: Session) -> str:
+        base = self.config.base_url()
+        return f"{base}/mcp" if session.kind == "default" else f"{base}/sessions/{session.id}/mcp"
+
+    def describe_session(self, session: Session) -> dict[str, Any]:
+        return {"mcp_url": self.mcp_url(session)}
+
+
+class HciApp:
+    """The ASGI entry point: MCP requests go straight to the MCP endpoint (they are the hot path and need
+    none of FastAPI's machinery); everything else, including the lifespan, goes to the FastAPI app."""
+
+    def __init__(self, api: FastAPI, server: HciServer, mcp_endpoint: McpEndpoint, guard: bool) -> None:
+        self.api = api
+        self.hci = server
+        self._mcp = HostGuard(mcp_endpoint, guard)
+        self._rest = HostGuard(api, guard)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path = scope["path"]
+            if path == "/mcp":
+                scope["path_params"] = {}
+                await self._mcp(scope, receive, send)
+                return
+            parts = path.split("/")
+            if len(parts) == 4 and parts[1] == "sessions" and parts[3] == "mcp" and parts[2]:
+                scope["path_params"] = {"session_id": parts[2]}
+                await self._mcp(scope, receive, send)
+                return
+        await self._rest(scope, receive, send)
+
+
+def create_app(config: ServerConfig) -> HciApp:
+    server = HciServer(config)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with server.mcp.session_manager.run(), anyio.create_task_group() as tg:
+            if config.start_default_session:
+                await server.sessions.create("default")
+            if config.on_ready is not None:
+                config.on_ready(server)
+            tg.start_soon(server.sessions.reap_forever)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+                with anyio.CancelScope(shield=True):
+                    await server.sessions.close_all()
+
+    app = FastAPI(
+        title="hci-envs",
+        version=__version__,
+        description="A virtual desktop environment: MCP tools for agents, OpenEnv control plane, VNC for people.",
+        lifespan=lifespan,
+    )
+    app.state.hci = server
+    mcp_endpoint = McpEndpoint(server)
+    # Declared for the OpenAPI description (and OpenEnv's validator); requests are served by HciApp first.
+    app.router.routes.append(Route("/mcp", mcp_endpoint, methods=["GET", "POST", "DELETE"]))
+
+    @app.exception_handler(HciEnvsError)
+    async def _hci_error(request: Request, exc: HciEnvsError) -> Response:
+        return error_response(exc)
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        """Server liveness (always "healthy" while it answers) and the default desktop's state."""
+        desktop: dict[str, Any] = {"status": "none"}
+        try:
+            session = server.sessions.default()
+        except SessionNotFoundError:
+            pass
+        else:
+            h = session.env.desktop.health() if session.env.desktop is not None else None
+            desktop = {"status": "ok" if h and h.ok else "down", "reason": None if h is None else h.reason}
+        return {
+            "status": "healthy",
+            "version": __version__,
+            "sessions": len(server.sessions),
+            "max_sessions": config.max_sessions,
+            "desktop": desktop,
+        }
+
+    from .control import install_control_plane
+
+    install_control_plane(app, server)
+    guard = not config.exposed and not config.control_token and not config.agent_tokens
+    return HciApp(app, server, mcp_endpoint, guard)

@@ -1,0 +1,103 @@
+"""Server settings, and the start-up check that nothing is exposed without a secret."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import secrets
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..errors import ConfigError
+
+LOOPBACK_NAMES = {"localhost", "ip6-localhost"}
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+@dataclass
+class ServerConfig:
+    """How the server runs.
+
+    Secrets: ``control_token`` guards the control plane (reset, step, state, sessions); agent tokens guard
+    each session's MCP endpoint (``agent_tokens=True`` gives every session its own random token;
+    ``agent_token`` fixes the default session's). On a loopback address they may be off; on any other
+    address the server refuses to start without both.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    env_class: type | None = None
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    mode: Literal["simulation", "production"] = "simulation"
+    max_sessions: int = 8
+    idle_timeout: float = 600.0
+    control_token: str | None = None
+    agent_tokens: bool = False
+    agent_token: str | None = None
+    start_default_session: bool = True
+    public_url: str | None = None
+    vnc: bool = True
+    vnc_port: int | None = None
+    #: Called (with the HciServer) once the default session is up; the CLI prints the URLs from it.
+    on_ready: Any = None
+
+    def __post_init__(self) -> None:
+        if self.max_sessions < 1:
+            raise ConfigError("max_sessions must be at least 1")
+        if self.idle_timeout <= 0:
+            raise ConfigError("idle_timeout must be positive")
+        if self.agent_token:
+            self.agent_tokens = True
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> ServerConfig:
+        """Secrets may also come from HCI_ENVS_CONTROL_TOKEN and HCI_ENVS_AGENT_TOKEN."""
+        values: dict[str, Any] = {}
+        if os.environ.get("HCI_ENVS_CONTROL_TOKEN"):
+            values["control_token"] = os.environ["HCI_ENVS_CONTROL_TOKEN"]
+        if os.environ.get("HCI_ENVS_AGENT_TOKEN"):
+            values["agent_token"] = os.environ["HCI_ENVS_AGENT_TOKEN"]
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    @property
+    def exposed(self) -> bool:
+        return not is_loopback(self.host)
+
+    def check_exposure(self) -> None:
+        """Refuse to serve on a non-loopback address without secrets (raises ConfigError)."""
+        if not self.exposed:
+            return
+        missing = []
+        if not self.control_token:
+            missing.append("a control token (--control-token or HCI_ENVS_CONTROL_TOKEN)")
+        if not self.agent_tokens:
+            missing.append("agent tokens (--agent-token TOKEN, HCI_ENVS_AGENT_TOKEN, or --agent-tokens)")
+        if missing:
+            raise ConfigError(
+                f"refusing to listen on {self.host}, which is not a loopback address, without "
+                f"{' and '.join(missing)}. Anyone who can reach the port could drive the desktop. "
+                "Set the secrets, or bind to 127.0.0.1."
+            )
+
+    def base_url(self) -> str:
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host = self.host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"

@@ -1,0 +1,151 @@
+"""Sessions: one environment (one desktop) each, with its own agent token and MCP path.
+
+The server has a default session (HTTP /reset, /step, /state and /mcp act on it); every WebSocket /ws
+connection gets a session of its own, closed with the connection. ``max_sessions`` bounds them all, and a
+reaper closes sessions idle for longer than ``idle_timeout``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+
+from ..errors import AuthError, CapacityError, SessionNotFoundError
+from .config import new_token
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["default", "ws", "api"]
+
+
+@dataclass
+class Session:
+    id: str
+    env: Any  # hci_envs.env.DesktopEnvironment
+    kind: Kind
+    agent_token: str | None = None
+    created: float = field(default_factory=time.monotonic)
+    closed: bool = False
+    #: Extra per-session services (VNC, recorders) register closers here.
+    on_close: list[Callable[[], None]] = field(default_factory=list)
+
+    @property
+    def idle_seconds(self) -> float:
+        return time.monotonic() - self.env.last_used
+
+    def check_agent_token(self, presented: str | None) -> None:
+        if self.agent_token is None:
+            return
+        if presented is None or not hmac.compare_digest(presented.encode(), self.agent_token.encode()):
+            raise AuthError(f"missing or wrong agent token for session {self.id}")
+
+
+class SessionManager:
+    def __init__(
+        self,
+        factory: Callable[[], Any],
+        *,
+        max_sessions: int,
+        idle_timeout: float,
+        agent_tokens: bool,
+        default_agent_token: str | None = None,
+        describe: Callable[[Session], dict[str, Any]] | None = None,
+    ) -> None:
+        self._factory = factory
+        self.max_sessions = max_sessions
+        self.idle_timeout = idle_timeout
+        self._agent_tokens = agent_tokens
+        self._default_agent_token = default_agent_token
+        self._sessions: dict[str, Session] = {}
+        self._starting = 0
+        self._lock = asyncio.Lock()
+        self.default_id: str | None = None
+        self.describe = describe or (lambda s: {})
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def sessions(self) -> list[Session]:
+        return list(self._sessions.values())
+
+    async def create(self, kind: Kind, *, start: bool = True) -> Session:
+        """Make a session and (with ``start``) bring its desktop up; raises :class:`CapacityError` when full."""
+        async with self._lock:
+            active = len(self._sessions) + self._starting
+            if active >= self.max_sessions:
+                raise CapacityError(
+                    f"server at capacity: {active}/{self.max_sessions} sessions active",
+                    active_sessions=active,
+                    max_sessions=self.max_sessions,
+                )
+            self._starting += 1
+        env = None
+        try:
+            env = await anyio.to_thread.run_sync(self._factory)
+            session_id = "default" if kind == "default" else uuid.uuid4().hex[:12]
+            token = None
+            if self._agent_tokens:
+                token = (self._default_agent_token if kind == "default" else None) or new_token()
+            session = Session(session_id, env, kind, token)
+            env.session_info = {"session_id": session_id, **self.describe(session)}
+            if start:
+                await anyio.to_thread.run_sync(env.start)
+        except BaseException:
+            if env is not None:
+                await anyio.to_thread.run_sync(env.close)
+            raise
+        finally:
+            async with self._lock:
+                self._starting -= 1
+        async with self._lock:
+            self._sessions[session.id] = session
+            if kind == "default":
+                self.default_id = session.id
+        return session
+
+    def get(self, session_id: str) -> Session:
+        session = self._sessions.get(session_id)
+        if session is None or session.closed:
+            raise SessionNotFoundError(f"no session {session_id!r}", session_id=session_id)
+        return session
+
+    def default(self) -> Session:
+        if self.default_id is None:
+            raise SessionNotFoundError("the server has no default session", session_id="default")
+        return self.get(self.default_id)
+
+    async def close(self, session_id: str) -> None:
+        async with self._lock:
+            session = self._sessions.pop(session_id, None)
+            if session is not None and session_id == self.default_id:
+                self.default_id = None
+        if session is None or session.closed:
+            return
+        session.closed = True
+        for closer in session.on_close:
+            try:
+                await anyio.to_thread.run_sync(closer)
+            except Exception:
+                log.exception("closing a service of session %s failed", session_id)
+        await anyio.to_thread.run_sync(session.env.close)
+
+    async def close_all(self) -> None:
+        for session_id in list(self._sessions):
+            await self.close(session_id)
+
+    async def reap_forever(self, interval: float = 5.0) -> None:
+        """Close non-default sessions idle longer than the idle timeout."""
+        while True:
+            await anyio.sleep(interval)
+            for session in self.sessions():
+                if session.kind != "default" and session.idle_seconds > self.idle_timeout:
+                    log.info("closing idle session %s (%.0fs idle)", session.id, session.idle_seconds)
+                    await self.close(session.id)

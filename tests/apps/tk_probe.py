@@ -1,0 +1,199 @@
+"""A small Tk app the tests drive: every widget reports what it received.
+
+    python3 tk_probe.py STATE_FILE [LOG_FILE]
+
+STATE_FILE is rewritten (atomically) on every change with the widgets' contents and their screen geometry,
+so a test can aim at a widget and then check what the click or the typing did. LOG_FILE, if given, gets one
+JSON line per input the app saw (clicks, double and triple clicks, selections, typed text, chords): the
+record a demonstration replay is compared against. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tkinter as tk
+
+STATE_PATH = sys.argv[1]
+LOG_PATH = sys.argv[2] if len(sys.argv) > 2 else None
+
+root = tk.Tk()
+root.title("hci-envs probe")
+root.geometry("760x560+0+0")
+root.configure(bg="#d9d9d9")
+FONT = ("DejaVu Sans", 13)
+
+state: dict[str, object] = {"clicks": 0, "keys": [], "ready": False}
+log_file = open(LOG_PATH, "a", encoding="utf-8") if LOG_PATH else None
+
+
+def log(kind: str, **data: object) -> None:
+    if log_file is not None:
+        log_file.write(json.dumps({"kind": kind, **data}, ensure_ascii=False) + "\n")
+        log_file.flush()
+
+
+button = tk.Button(root, text="Press me", font=FONT, width=12)
+button.place(x=10, y=10, width=160, height=40)
+counter = tk.Label(root, text="clicks: 0", font=FONT, bg="#d9d9d9")
+counter.place(x=180, y=10, width=150, height=40)
+
+
+def on_press() -> None:
+    state["clicks"] = int(state["clicks"]) + 1  # type: ignore[arg-type]
+    counter.configure(text=f"clicks: {state['clicks']}")
+    button.configure(bg="#4caf50" if int(state["clicks"]) % 2 else "#d9d9d9")  # type: ignore[arg-type]
+    log("button", clicks=state["clicks"])
+    schedule()
+
+
+button.configure(command=on_press)
+
+entry = tk.Entry(root, font=FONT)
+entry.place(x=10, y=60, width=740, height=34)
+entry2 = tk.Entry(root, font=FONT)
+entry2.place(x=10, y=100, width=740, height=34)
+
+text = tk.Text(root, font=FONT, wrap="none", exportselection=False)
+text.insert("1.0", "alpha beta gamma delta\nsecond line of text here\nthird line\n")
+text.place(x=10, y=145, width=460, height=110)
+
+listbox = tk.Listbox(root, font=FONT, exportselection=False)
+for i in range(200):
+    listbox.insert("end", f"item {i:03d}")
+listbox.place(x=480, y=145, width=270, height=200)
+
+canvas = tk.Canvas(root, bg="white", highlightthickness=0)
+canvas.place(x=10, y=265, width=460, height=280)
+marks: list[list[int]] = []
+
+
+def on_canvas_click(event: tk.Event) -> None:
+    marks.append([event.x, event.y])
+    canvas.create_oval(event.x - 4, event.y - 4, event.x + 4, event.y + 4, fill="red", outline="red")
+    log("canvas_click", x=event.x, y=event.y)
+    schedule()
+
+
+canvas.bind("<Button-1>", on_canvas_click)
+
+
+def select_all(widget: tk.Widget) -> str:
+    if isinstance(widget, tk.Entry):
+        widget.selection_range(0, "end")
+        widget.icursor("end")
+    elif isinstance(widget, tk.Text):
+        widget.tag_add("sel", "1.0", "end-1c")
+    log("chord", keys="ctrl+a")
+    schedule()
+    return "break"
+
+
+for w in (entry, entry2, text):
+    w.bind("<Control-a>", lambda e: select_all(e.widget))
+    w.bind("<KeyRelease>", lambda e: schedule())
+    w.bind("<ButtonRelease-1>", lambda e: schedule())
+    w.bind("<<Paste>>", lambda e: (log("chord", keys="paste"), root.after(1, schedule)))
+    w.bind("<<Copy>>", lambda e: (log("chord", keys="copy"), root.after(1, schedule)))
+
+
+def on_text_click(event: tk.Event, count: int) -> None:
+    log({1: "click", 2: "double_click", 3: "triple_click"}[count], widget="text", x=event.x, y=event.y)
+    root.after(1, schedule)
+
+
+text.bind("<Button-1>", lambda e: on_text_click(e, 1), add="+")
+text.bind("<Double-Button-1>", lambda e: on_text_click(e, 2), add="+")
+text.bind("<Triple-Button-1>", lambda e: on_text_click(e, 3), add="+")
+listbox.bind("<MouseWheel>", lambda e: root.after(1, schedule), add="+")
+listbox.bind("<Button-4>", lambda e: root.after(1, schedule), add="+")
+listbox.bind("<Button-5>", lambda e: root.after(1, schedule), add="+")
+listbox.bind("<<ListboxSelect>>", lambda e: schedule(), add="+")
+
+
+def on_key(event: tk.Event) -> None:
+    keys = state["keys"]
+    assert isinstance(keys, list)
+    mods = [name for bit, name in ((0x4, "ctrl"), (0x8, "alt"), (0x1, "shift")) if event.state & bit]
+    keys.append({"keysym": event.keysym, "char": event.char, "mods": mods})
+    del keys[:-50]
+    if event.char and event.char.isprintable() and not (event.state & 0xC):
+        log("char", char=event.char)
+    elif mods and "shift" not in mods[:1] or event.keysym in ("Return", "Tab", "Escape", "BackSpace"):
+        log("key", keysym=event.keysym, mods=mods)
+    schedule()
+
+
+root.bind_all("<KeyPress>", on_key, add="+")
+
+
+def geometry(widget: tk.Widget) -> list[int]:
+    return [widget.winfo_rootx(), widget.winfo_rooty(), widget.winfo_width(), widget.winfo_height()]
+
+
+def text_selection() -> str:
+    try:
+        return text.get("sel.first", "sel.last")
+    except tk.TclError:
+        return ""
+
+
+def entry_selection(widget: tk.Entry) -> str:
+    try:
+        return widget.selection_get() if widget.selection_present() else ""
+    except tk.TclError:
+        return ""
+
+
+_pending = [False]
+
+
+def schedule() -> None:
+    if not _pending[0]:
+        _pending[0] = True
+        root.after(5, write_state)
+
+
+def write_state() -> None:
+    _pending[0] = False
+    state.update(
+        {
+            "ready": True,
+            "entry": entry.get(),
+            "entry2": entry2.get(),
+            "entry_selection": entry_selection(entry),
+            "text": text.get("1.0", "end-1c"),
+            "text_selection": text_selection(),
+            "listbox_top": listbox.yview()[0],
+            "listbox_first_visible": listbox.nearest(0),
+            "marks": marks,
+            "focus": str(root.focus_get() or ""),
+            "widgets": {
+                name: geometry(w)
+                for name, w in (("button", button), ("entry", entry), ("entry2", entry2), ("text", text),
+                                ("listbox", listbox), ("canvas", canvas), ("counter", counter))
+            },
+            "text_char_bbox": {
+                # where the words of the Text widget are, so a test can double-click "beta"
+                "beta": list(text.bbox("1.6") or []),
+                "line2": list(text.bbox("2.3") or []),
+                "alpha": list(text.bbox("1.0") or []),
+                "gamma_end": list(text.bbox("1.15") or []),
+            },
+        }
+    )
+    tmp = STATE_PATH + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(state, f, ensure_ascii=False)
+    os.replace(tmp, STATE_PATH)
+
+
+def poll() -> None:  # scroll positions and focus change without events we bind; keep the state fresh
+    write_state()
+    root.after(100, poll)
+
+
+entry.focus_set()
+root.after(50, poll)
+root.mainloop()
