@@ -12,13 +12,26 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    # actions (client-safe)
+    # client side: the vocabulary, the wire types, the errors, the clients (light install)
     "actions": "hci_envs.actions",
     "parse_action": "hci_envs.actions",
-    # errors (client-safe)
+    "StartState": "hci_envs.protocol",
+    "AppState": "hci_envs.protocol",
+    "Observation": "hci_envs.protocol",
+    "EnvState": "hci_envs.protocol",
+    "ObservationSpec": "hci_envs.protocol",
+    "HciEnvClient": "hci_envs.client",
+    "AsyncHciEnvClient": "hci_envs.client",
+    "StepResult": "hci_envs.client",
+    "LocalProvider": "hci_envs.providers",
     "HciEnvsError": "hci_envs.errors",
     "InvalidActionError": "hci_envs.errors",
-    # desktop runtime (server extra)
+    # environment authors: the contract, traits' base and tools (pydantic only)
+    "DesktopEnvironment": "hci_envs.env",
+    "Trait": "hci_envs.trait",
+    "tool": "hci_envs.tools",
+    "ToolOutput": "hci_envs.tools",
+    # the desktop runtime (server extra and X11)
     "Desktop": "hci_envs.desktop",
     "DesktopConfig": "hci_envs.desktop",
     "AppSpec": "hci_envs.desktop",

@@ -7,8 +7,10 @@ import importlib
 import logging
 import os
 import re
+import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from typing import Any
@@ -114,6 +116,8 @@ def serve(args: argparse.Namespace) -> int:
     )
     config.on_ready = lambda server: _print_ready(server, sys.stdout)
     app = create_app(config)
+    if args.exit_with_stdin:
+        threading.Thread(target=_exit_on_stdin_eof, name="stdin-watch", daemon=True).start()
     print(f"hci-envs: starting {env_class.__name__} on {config.base_url()} ...", flush=True)
     server = uvicorn.Server(
         uvicorn.Config(app, log_level=args.log_level, access_log=args.log_level == "debug", lifespan="on",
@@ -121,6 +125,16 @@ def serve(args: argparse.Namespace) -> int:
     )
     server.run(sockets=[sock])
     return 0 if server.started else 1
+
+
+def _exit_on_stdin_eof() -> None:
+    """Shut down gracefully once stdin closes: the process that started us is gone."""
+    try:
+        while sys.stdin.buffer.read(4096):
+            pass
+    except (OSError, ValueError):
+        pass
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _print_ready(server: Any, out: Any) -> None:
@@ -160,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--observation-format", choices=("png", "jpeg", "webp", "none"),
                    help="screenshot format in step observations")
     p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
+    p.add_argument("--exit-with-stdin", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 

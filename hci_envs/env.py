@@ -18,12 +18,10 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, ClassVar, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any, ClassVar
 
 from .actions import ACTIONS, parse_action
-from .actions.models import ActionBase, ImageFormat, Screenshot
+from .actions.models import ActionBase, Screenshot
 from .errors import (
     ActionError,
     ConfigError,
@@ -35,91 +33,11 @@ from .errors import (
     ModeError,
     UnknownToolError,
 )
+from .protocol import EnvState, ImageData, Mode, Observation, ObservationSpec, StartState
 from .tools import ToolOutput, ToolSpec
 from .trait import Trait
 
 log = logging.getLogger(__name__)
-
-Mode = Literal["simulation", "production"]
-
-
-class AppState(BaseModel):
-    """An app the start state launches."""
-
-    model_config = ConfigDict(extra="forbid")
-    command: list[str] | str
-    name: str | None = None
-    env: dict[str, str] = {}
-    wait_for_window: bool = True
-    timeout: float = Field(15.0, gt=0, le=300)
-
-
-class StartState(BaseModel):
-    """The declared start of the world that ``reset()`` restores."""
-
-    model_config = ConfigDict(extra="forbid")
-    width: int = Field(1280, ge=16, le=8192)
-    height: int = Field(800, ge=16, le=8192)
-    depth: Literal[16, 24] = 24
-    window_manager: str | None = "openbox"
-    apps: list[AppState] = []
-    home_template: str | None = Field(None, description="A directory copied into the session's home on reset.")
-    env: dict[str, str] = {}
-    clipboard: str | None = None
-
-
-class ObservationSpec(BaseModel):
-    """How the screenshot in each observation is taken (or ``format=None`` for no screenshot)."""
-
-    model_config = ConfigDict(extra="forbid")
-    format: ImageFormat | None = "png"
-    quality: int | None = Field(None, ge=1, le=100)
-    max_side: int | None = Field(None, ge=16, le=16384)
-    settle: bool = Field(False, description="Wait for the screen to settle after input before the screenshot.")
-
-
-class ImageData(BaseModel):
-    """An image in an observation: base64 data, its type and geometry (``scale`` = image px per screen px)."""
-
-    data: str
-    mime_type: str
-    width: int
-    height: int
-    scale: float = 1.0
-
-
-class Observation(BaseModel):
-    """What ``reset`` and ``step`` return."""
-
-    model_config = ConfigDict(extra="allow")
-    screenshot: ImageData | None = None
-    text: str = ""
-    data: dict[str, Any] | list[Any] | None = None
-    images: list[ImageData] = []
-    error: dict[str, Any] | None = None
-    reward: float | None = None
-    done: bool = False
-    truncated: bool = False
-    truncated_reason: str | None = None
-    metadata: dict[str, Any] = {}
-
-
-class EnvState(BaseModel):
-    """The control plane's view of an episode."""
-
-    model_config = ConfigDict(extra="allow")
-    episode_id: str | None = None
-    step_count: int = 0
-    screen_width: int = 0
-    screen_height: int = 0
-    mode: Mode = "simulation"
-    done: bool = False
-    truncated_reason: str | None = None
-    session_id: str | None = None
-    mcp_url: str | None = None
-    vnc_url: str | None = None
-    vnc_view_url: str | None = None
-
 
 def image_data(image: Any) -> ImageData:
     return ImageData(
@@ -182,6 +100,7 @@ class DesktopEnvironment(Trait):
         self._truncated_reason: str | None = None
         self._closed = False
         self._started = False
+        self._episode_active = False
         self.seed: int | None = None
         self.last_used = time.monotonic()
 
@@ -203,6 +122,10 @@ class DesktopEnvironment(Trait):
             )
         self.last_used = time.monotonic()
         self._require_running()
+        failure = self._desktop_failure()
+        if failure is not None:
+            self._mark_truncated(failure)
+            raise DesktopDiedError(f"the episode was truncated ({failure}); call reset()")
         try:
             return spec.call(self, arguments)
         except DesktopDiedError as exc:
@@ -223,7 +146,9 @@ class DesktopEnvironment(Trait):
         with self._lock:
             if self._started and self._truncated_reason is None:
                 return self._observe(text="already running")
-            return self._reset(seed=None, episode_id=None, snapshot=None)
+            obs = self._reset(seed=None, episode_id=None, snapshot=None)
+            self._episode_active = self.mode == "production"  # production has no reset: its episode runs
+            return obs
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, **options: Any) -> Observation:
         """End the episode's processes, restore the start state (or ``snapshot=NAME``), relaunch the apps and
@@ -236,7 +161,9 @@ class DesktopEnvironment(Trait):
             snapshot = options.pop("snapshot", None)
             if options:
                 raise ConfigError(f"unknown reset options: {', '.join(sorted(options))}")
-            return self._reset(seed=seed, episode_id=episode_id, snapshot=snapshot)
+            obs = self._reset(seed=seed, episode_id=episode_id, snapshot=snapshot)
+            self._episode_active = True
+            return obs
 
     def _reset(self, *, seed: int | None, episode_id: str | None, snapshot: str | None) -> Observation:
         from .desktop import AppSpec, Desktop, DesktopConfig
@@ -253,7 +180,7 @@ class DesktopEnvironment(Trait):
         self._restore_home(self._snapshots[snapshot] if snapshot else s.home_template)
         config = DesktopConfig(
             width=s.width, height=s.height, depth=s.depth, window_manager=s.window_manager,
-            apps=[AppSpec(a.command, a.name, dict(a.env), a.wait_for_window, a.timeout) for a in s.apps],
+            apps=[AppSpec(a.command, a.name, dict(a.env), a.wait_for_window, a.timeout, a.required) for a in s.apps],
             env=dict(s.env), home=str(self._home),
         )
         desktop = self.desktop
@@ -331,7 +258,7 @@ class DesktopEnvironment(Trait):
         with self._lock:
             if self._closed:
                 raise EnvironmentStateError("the environment is closed")
-            if not self._started:
+            if not self._episode_active:
                 raise EnvironmentStateError("step() before reset(): call reset() first")
             if self._truncated_reason is not None or self._done:
                 raise EnvironmentStateError(
@@ -342,6 +269,10 @@ class DesktopEnvironment(Trait):
                 raise InvalidActionError("an empty list of actions", field="action")
             parsed = [self.parse_step_item(item) for item in items]  # validate all before running any
             self._step_count += 1
+            failure = self._desktop_failure()
+            if failure is not None:
+                self._mark_truncated(failure)
+                return self._truncated_observation([])
             self.last_used = time.monotonic()
             texts: list[str] = []
             extra: dict[str, Any] = {}
@@ -494,6 +425,12 @@ class DesktopEnvironment(Trait):
             truncated=True,
             truncated_reason=self._truncated_reason,
         )
+
+    def _desktop_failure(self) -> str | None:
+        """Why the desktop can no longer run the episode (Xvfb or a required app gone), without a round trip."""
+        if self.desktop is None:
+            return "the desktop is not running"
+        return self.desktop.quick_failure()
 
     def check_health(self) -> str | None:
         """None if the desktop is healthy; otherwise the reason, and the episode is marked truncated."""

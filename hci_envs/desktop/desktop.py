@@ -55,6 +55,8 @@ class AppSpec:
     env: dict[str, str] = field(default_factory=dict)
     wait_for_window: bool = True
     timeout: float = 15.0
+    #: An app that exits ends the episode (truncated); set False for launchers that exit on their own.
+    required: bool = True
 
     @property
     def argv(self) -> list[str]:
@@ -157,6 +159,7 @@ class Desktop:
             self._start_display()
             self.events = DesktopEvents(self.display)
             self.input = Input(self.display)
+            self.input.move(0, 0)  # every episode starts with the pointer in the same place
             self.screen = Screen(self.display)
             if self.config.window_manager:
                 self._start_window_manager()
@@ -222,7 +225,8 @@ class Desktop:
         program = shutil.which(argv[0], path=self.app_env().get("PATH")) or argv[0]
         if not os.path.exists(program):
             raise MissingDependencyError(f"app {app.label!r}: program {argv[0]!r} not found", program=argv[0])
-        before = self.windows()
+        # Count window maps rather than compare window ids: a relaunched app may get its old ids back.
+        maps_before = self.events.map_count()
         log_path = self._runtime / f"app-{len(self._apps)}-{app.label}.log"
         with open(log_path, "wb") as log_file:
             proc = self.processes.spawn(
@@ -232,7 +236,7 @@ class Desktop:
         self._apps.append((app, proc))
         if app.wait_for_window:
             deadline = time.monotonic() + app.timeout
-            while not (set(self.windows()) - set(before)):
+            while self.events.map_count() <= maps_before:
                 if proc.poll() is not None:
                     raise DisplayStartError(
                         f"app {app.label!r} exited with status {proc.returncode}: {_tail(log_path)}"
@@ -277,6 +281,17 @@ class Desktop:
 
     def apps(self) -> list[tuple[AppSpec, subprocess.Popen[bytes]]]:
         return list(self._apps)
+
+    def quick_failure(self) -> str | None:
+        """A cheap liveness check (no X round trip): why the desktop is broken, or None."""
+        if self._xvfb is None or self._xvfb.poll() is not None:
+            return "Xvfb exited"
+        if not self.events.alive:
+            return "the X connection was lost"
+        for spec, proc in self._apps:
+            if spec.required and proc.poll() is not None:
+                return f"app {spec.label!r} exited with status {proc.returncode}"
+        return None
 
     def health(self) -> DesktopHealth:
         display = f":{self.display_number}" if self.display_number is not None else "?"

@@ -77,6 +77,8 @@ class DesktopEvents:
         self._wake_r, self._wake_w = os.pipe()
         self._alive = True
         self._dead_reason: str | None = None
+        self._maps = 0
+        self._root.change_attributes(event_mask=X.SubstructureNotifyMask)
         self._has_damage = bool(self._d.query_extension("DAMAGE"))
         if self._has_damage:
             self._d.damage_query_version()
@@ -148,6 +150,9 @@ class DesktopEvents:
                 self._last_damage = time.monotonic()
                 self._damage_count += 1
                 self._damage_cond.notify_all()
+        elif event.type == X.MapNotify:
+            if not event.override:
+                self._maps += 1
         elif event.type == X.SelectionRequest:
             self._serve(event)
         elif event.type == X.SelectionClear:
@@ -156,6 +161,12 @@ class DesktopEvents:
             self._on_selection_notify(event)
         elif event.type == X.PropertyNotify:
             self._on_property(event)
+
+    # -- windows ---------------------------------------------------------------------------------------
+    def map_count(self) -> int:
+        """How many top-level windows (not menus or tooltips) have been mapped so far, exact up to now."""
+
+        return int(self._call(lambda: self._flushed(lambda: self._maps)))
 
     # -- settling --------------------------------------------------------------------------------------
     @property
@@ -168,13 +179,14 @@ class DesktopEvents:
         if not self._has_damage:
             return None
 
-        def flush() -> int:
-            self._d.sync()
-            while self._d.pending_events():
-                self._handle(self._d.next_event())
-            return self._damage_count
+        return int(self._call(lambda: self._flushed(lambda: self._damage_count)))
 
-        return int(self._call(flush))
+    def _flushed(self, read: Callable[[], int]) -> int:
+        """In the thread: a round trip, then handle every event the server sent before answering it."""
+        self._d.sync()
+        while self._d.pending_events():
+            self._handle(self._d.next_event())
+        return read()
 
     def wait_settled(self, quiet: float = 0.05, timeout: float = 2.0) -> bool:
         """Block until the screen has not changed for ``quiet`` seconds (counting from now), or ``timeout``.

@@ -21,7 +21,7 @@ from fastapi import Body, Depends, FastAPI, Request, WebSocket, WebSocketDisconn
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from ..actions import ACTION_MODELS
-from ..env import EnvState, Observation
+from ..protocol import EnvState, Observation
 from ..errors import AuthError, HciEnvsError, InvalidActionError
 from .app import HciServer, bearer
 from .sessions import Session
@@ -143,6 +143,8 @@ def install_control_plane(app: FastAPI, server: HciServer) -> None:
         obs = await run(session, session.env.step, request.action)
         return serialize_observation(obs)
 
+    # OpenEnv's mode contract: in production the model's only way in is MCP, and the simulation routes
+    # (/reset, /step, /state) do not exist.
     if config.mode == "simulation":
 
         @app.post("/reset", dependencies=guard)
@@ -150,14 +152,14 @@ def install_control_plane(app: FastAPI, server: HciServer) -> None:
             """Reset the default session's desktop to its start state (or a snapshot)."""
             return await do_reset(session_for(None), request)
 
-    @app.post("/step", dependencies=guard)
-    async def step(request: StepRequest) -> dict[str, Any]:
-        """Run one action (or a list) on the default session and observe."""
-        return await do_step(session_for(None), request)
+        @app.post("/step", dependencies=guard)
+        async def step(request: StepRequest) -> dict[str, Any]:
+            """Run one action (or a list) on the default session and observe."""
+            return await do_step(session_for(None), request)
 
-    @app.get("/state", dependencies=guard)
-    async def state() -> dict[str, Any]:
-        return session_for(None).env.state.model_dump()
+        @app.get("/state", dependencies=guard)
+        async def state() -> dict[str, Any]:
+            return session_for(None).env.state.model_dump()
 
     @app.post("/snapshot", dependencies=guard)
     async def snapshot(name: str = Body(..., embed=True), session_id: str | None = Body(None, embed=True)) -> dict[str, Any]:

@@ -141,8 +141,9 @@ class SessionManager:
         for session_id in list(self._sessions):
             await self.close(session_id)
 
-    async def reap_forever(self, interval: float = 5.0) -> None:
+    async def reap_forever(self) -> None:
         """Close non-default sessions idle longer than the idle timeout."""
+        interval = max(0.2, min(5.0, self.idle_timeout / 4))
         while True:
             await anyio.sleep(interval)
             for session in self.sessions():

@@ -1,0 +1,7 @@
+"""``python3 -m hci_envs up|test|install``: the set-up commands of the README (standard library only)."""
+
+import sys
+
+from hci_envs.bootstrap import main
+
+sys.exit(main())

@@ -1,0 +1,111 @@
+"""The wire types of an environment: start state, observations and state (client-safe: pydantic only)."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .actions.models import ImageFormat
+from .errors import require
+
+Mode = Literal["simulation", "production"]
+
+
+class AppState(BaseModel):
+    """An app the start state launches."""
+
+    model_config = ConfigDict(extra="forbid")
+    command: list[str] | str
+    name: str | None = None
+    env: dict[str, str] = {}
+    wait_for_window: bool = True
+    timeout: float = Field(15.0, gt=0, le=300)
+    required: bool = Field(True, description="If the app exits, the episode ends (truncated).")
+
+
+class StartState(BaseModel):
+    """The declared start of the world that ``reset()`` restores."""
+
+    model_config = ConfigDict(extra="forbid")
+    width: int = Field(1280, ge=16, le=8192)
+    height: int = Field(800, ge=16, le=8192)
+    depth: Literal[16, 24] = 24
+    window_manager: str | None = "openbox"
+    apps: list[AppState] = []
+    home_template: str | None = Field(None, description="A directory copied into the session's home on reset.")
+    env: dict[str, str] = {}
+    clipboard: str | None = None
+
+
+class ObservationSpec(BaseModel):
+    """How the screenshot in each observation is taken (or ``format=None`` for no screenshot)."""
+
+    model_config = ConfigDict(extra="forbid")
+    format: ImageFormat | None = "png"
+    quality: int | None = Field(None, ge=1, le=100)
+    max_side: int | None = Field(None, ge=16, le=16384)
+    settle: bool = Field(False, description="Wait for the screen to settle after input before the screenshot.")
+
+
+class ImageData(BaseModel):
+    """An image in an observation: base64 data, its type and geometry (``scale`` = image px per screen px)."""
+
+    data: str
+    mime_type: str
+    width: int
+    height: int
+    scale: float = 1.0
+
+    def bytes(self) -> bytes:
+        return base64.b64decode(self.data)
+
+    def to_pil(self) -> Any:
+        """The image as a Pillow image (needs Pillow: pip install 'hci-envs[client-images]')."""
+        import io
+
+        image_module = require("PIL.Image", "client-images", "decoding screenshots")
+        image = image_module.open(io.BytesIO(self.bytes()))
+        image.load()
+        return image
+
+    def to_numpy(self) -> Any:
+        """The image as an (height, width, 3) uint8 RGB array (needs numpy and Pillow)."""
+        np = require("numpy", "client-images", "decoding screenshots to arrays")
+        return np.asarray(self.to_pil().convert("RGB"))
+
+
+class Observation(BaseModel):
+    """What ``reset`` and ``step`` return."""
+
+    model_config = ConfigDict(extra="allow")
+    screenshot: ImageData | None = None
+    text: str = ""
+    data: dict[str, Any] | list[Any] | None = None
+    images: list[ImageData] = []
+    error: dict[str, Any] | None = None
+    reward: float | None = None
+    done: bool = False
+    truncated: bool = False
+    truncated_reason: str | None = None
+    metadata: dict[str, Any] = {}
+
+
+class EnvState(BaseModel):
+    """The control plane's view of an episode."""
+
+    model_config = ConfigDict(extra="allow")
+    episode_id: str | None = None
+    step_count: int = 0
+    screen_width: int = 0
+    screen_height: int = 0
+    mode: Mode = "simulation"
+    done: bool = False
+    truncated_reason: str | None = None
+    session_id: str | None = None
+    mcp_url: str | None = None
+    vnc_url: str | None = None
+    vnc_view_url: str | None = None
+
+

@@ -1,0 +1,107 @@
+"""The provider interface and the health wait every provider shares."""
+
+from __future__ import annotations
+
+import abc
+import atexit
+import threading
+import time
+import weakref
+from collections.abc import Callable
+
+import httpx
+
+from ..errors import ProviderError
+
+_LIVE: weakref.WeakSet[Provider] = weakref.WeakSet()
+_LOCK = threading.Lock()
+
+
+def _stop_all() -> None:
+    for provider in list(_LIVE):
+        try:
+            provider.stop()
+        except Exception:
+            pass
+
+
+atexit.register(_stop_all)
+
+
+class Provider(abc.ABC):
+    """Runs one environment server. ``start()`` returns its base URL once ``/health`` answers."""
+
+    base_url: str | None = None
+
+    @abc.abstractmethod
+    def _start(self) -> str:
+        """Start the server and return its base URL (not yet known to be healthy)."""
+
+    @abc.abstractmethod
+    def _stop(self) -> None:
+        """Stop the server and remove everything it created; must be safe to call twice."""
+
+    def logs(self, lines: int = 30) -> str:
+        """The last lines the server printed, for error messages."""
+        return ""
+
+    def alive(self) -> bool:
+        return True
+
+    def start(self, timeout: float = 60.0, headers: dict[str, str] | None = None) -> str:
+        with _LOCK:
+            _LIVE.add(self)
+        try:
+            self.base_url = self._start()
+            wait_for_health(self.base_url, timeout, alive=self.alive, logs=self.logs, headers=headers)
+        except BaseException:
+            self.stop()
+            raise
+        return self.base_url
+
+    def stop(self) -> None:
+        with _LOCK:
+            _LIVE.discard(self)
+        self._stop()
+
+    def __enter__(self) -> Provider:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def wait_for_health(
+    base_url: str,
+    timeout: float,
+    *,
+    alive: Callable[[], bool] = lambda: True,
+    logs: Callable[[int], str] = lambda n: "",
+    headers: dict[str, str] | None = None,
+) -> dict[str, object]:
+    """Poll ``/health`` until it answers with a running desktop; raise :class:`ProviderError` with the
+    server's last log lines if it dies or does not answer within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last = "no answer yet"
+    with httpx.Client(timeout=2.0, headers=headers, trust_env=False) as http:
+        while time.monotonic() < deadline:
+            if not alive():
+                raise ProviderError(f"the server exited before it became healthy; its last output:\n{logs(30)}")
+            try:
+                response = http.get(f"{base_url}/health")
+                if response.status_code == 200:
+                    body = response.json()
+                    desktop = body.get("desktop", {}).get("status")
+                    if desktop in ("ok", "none"):
+                        return body
+                    last = f"desktop {desktop}: {body.get('desktop')}"
+                else:
+                    last = f"HTTP {response.status_code}"
+            except (httpx.HTTPError, ValueError) as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            time.sleep(0.1)
+    raise ProviderError(
+        f"the server at {base_url} did not become healthy within {timeout:.0f}s ({last}); "
+        f"its last output:\n{logs(30)}"
+    )

@@ -1,0 +1,32 @@
+"""A window that never stops changing: a box sweeping across a canvas at about 60 frames per second.
+
+    python3 animate.py [WIDTH HEIGHT]
+
+Used where a benchmark needs every screenshot to be new work, and to count the frames a VNC viewer gets.
+Standard library only.
+"""
+
+import sys
+import tkinter as tk
+
+width, height = (int(sys.argv[1]), int(sys.argv[2])) if len(sys.argv) > 2 else (600, 400)
+root = tk.Tk()
+root.title("hci-envs animation")
+root.geometry(f"{width}x{height}+660+380")
+canvas = tk.Canvas(root, width=width, height=height, bg="#202040", highlightthickness=0)
+canvas.pack(fill="both", expand=True)
+box = canvas.create_rectangle(0, height // 3, 80, height // 3 + 80, fill="#f0c020", outline="")
+label = canvas.create_text(width // 2, height - 30, text="0", fill="white", font=("DejaVu Sans", 20))
+frame = [0]
+
+
+def tick() -> None:
+    frame[0] += 1
+    x = (frame[0] * 7) % (width - 80)
+    canvas.coords(box, x, height // 3, x + 80, height // 3 + 80)
+    canvas.itemconfigure(label, text=str(frame[0]))
+    root.after(16, tick)
+
+
+tick()
+root.mainloop()

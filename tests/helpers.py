@@ -1,0 +1,263 @@
+"""Helpers shared by the tests and the benchmarks: the probe app, a server process, an MCP client."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+PROBE = HERE / "apps" / "tk_probe.py"
+ANIMATE = HERE / "apps" / "animate.py"
+
+
+class Probe:
+    """Reads what the Tk probe app reports (see tests/apps/tk_probe.py)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.state_path = directory / "probe-state.json"
+        self.log_path = directory / "probe-log.jsonl"
+
+    def command(self) -> list[str]:
+        return [sys.executable, str(PROBE), str(self.state_path), str(self.log_path)]
+
+    def app(self) -> dict[str, Any]:
+        return {"command": self.command(), "name": "probe"}
+
+    def state(self) -> dict[str, Any]:
+        for _ in range(50):
+            try:
+                return json.loads(self.state_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                time.sleep(0.02)
+        raise AssertionError(f"the probe app wrote no state to {self.state_path}")
+
+    def wait_for(self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 5.0,
+                 what: str = "condition") -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        state: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            try:
+                state = self.state()
+            except AssertionError:
+                state = {}
+            if state and predicate(state):
+                return state
+            time.sleep(0.03)
+        raise AssertionError(f"timed out waiting for {what}; last probe state: {json.dumps(state)[:800]}")
+
+    def log(self) -> list[dict[str, Any]]:
+        if not self.log_path.exists():
+            return []
+        return [json.loads(line) for line in self.log_path.read_text(encoding="utf-8").splitlines() if line]
+
+    def center(self, widget: str, state: dict[str, Any] | None = None) -> tuple[int, int]:
+        x, y, w, h = (state or self.state())["widgets"][widget]
+        return x + w // 2, y + h // 2
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def hci_envs_command() -> list[str]:
+    return [sys.executable, "-m", "hci_envs.cli"]
+
+
+class ServerProcess:
+    """``hci-envs serve`` as a real subprocess on a free port."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.args = ["serve", "--port", str(self.port), *args]
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen[str] | None = None
+        self.output: list[str] = []
+
+    def start(self, timeout: float = 30.0) -> ServerProcess:
+        self.proc = subprocess.Popen(
+            [*hci_envs_command(), *self.args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env=self.env, start_new_session=True,
+        )
+        threading.Thread(target=self._pump, daemon=True).start()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"hci-envs serve exited {self.proc.returncode}:\n{''.join(self.output)}")
+            if any("desktop ready" in line for line in self.output):
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise AssertionError(f"hci-envs serve did not become ready:\n{''.join(self.output)}")
+
+    def _pump(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.output.append(line)
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = 20.0) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return self.proc.returncode
+
+    def children(self) -> list[int]:
+        """PIDs of every process descended from the server (via /proc)."""
+        assert self.proc is not None
+        return descendants(self.proc.pid)
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def http(self, **kwargs: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.base_url, timeout=30.0, **kwargs)
+
+
+def descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def processes_named(*names: str) -> dict[int, str]:
+    """PIDs whose command line mentions one of ``names`` (used to look for leftovers)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if any(n in cmd for n in names) and alive(int(entry)):
+            found[int(entry)] = cmd
+    return found
+
+
+class McpClient:
+    """A synchronous face on the official ``mcp`` SDK client (its event loop runs in a thread)."""
+
+    def __init__(self, url: str, token: str | None = None, mode: str = "auto") -> None:
+        self.url, self.token, self.mode = url, token, mode
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self.client: Any = None
+
+    def __enter__(self) -> McpClient:
+        self._thread.start()
+        self._opened = asyncio.run_coroutine_threadsafe(self._lifecycle(), self._loop)
+        self._run(self._wait_open())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._closing.set)
+            self._opened.result(30)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+
+    def _run(self, coro: Any, timeout: float = 120.0) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    async def _wait_open(self) -> None:
+        while self.client is None:
+            if self._opened.done():
+                self._opened.result()  # raises the connection error
+            await asyncio.sleep(0.01)
+
+    async def _lifecycle(self) -> None:
+        """Enter and leave the client in one task (anyio requires it); calls run as separate tasks."""
+        import httpx2
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        self._closing = asyncio.Event()
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60.0)) as http:
+            async with Client(streamable_http_client(self.url, http_client=http), mode=self.mode) as client:
+                self.client = client
+                await self._closing.wait()
+
+    def list_tools(self) -> list[Any]:
+        return self._run(self.client.list_tools()).tools
+
+    def call(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
+        return self._run(self.client.call_tool(name, arguments or {}))
+
+    def ok(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
+        """Call a tool that must succeed; return its result."""
+        result = self.call(name, arguments)
+        if result.is_error:
+            raise AssertionError(f"{name}({arguments}) failed: {text_of(result)}")
+        return result
+
+
+def text_of(result: Any) -> str:
+    return "\n".join(getattr(c, "text", "") for c in result.content if getattr(c, "type", "") == "text")
+
+
+def image_of(result: Any) -> Any:
+    """The first image of an MCP tool result, decoded with Pillow."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    for block in result.content:
+        if getattr(block, "type", "") == "image":
+            image = Image.open(io.BytesIO(base64.b64decode(block.data)))
+            image.load()
+            return image
+    raise AssertionError("the result has no image")
+
+
+@contextlib.contextmanager
+def timer() -> Iterator[Callable[[], float]]:
+    start = time.perf_counter()
+    yield lambda: time.perf_counter() - start

@@ -1,0 +1,383 @@
+"""reset / step / state over HTTP and WebSocket, sessions, secrets, faults and the client library."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from helpers import McpClient, Probe, ServerProcess, alive, processes_named, text_of
+from websockets.sync.client import connect
+
+from hci_envs import AsyncHciEnvClient, HciEnvClient
+from hci_envs.errors import CapacityError, EnvironmentStateError, InvalidActionError
+
+
+def ws_url(server: ServerProcess) -> str:
+    return server.base_url.replace("http://", "ws://") + "/ws"
+
+
+def ws_call(ws, message) -> dict:
+    ws.send(message if isinstance(message, str) else json.dumps(message))
+    return json.loads(ws.recv(timeout=60))
+
+
+# -- HTTP on the default session --------------------------------------------------------------------------
+def test_http_reset_step_state_and_step_forms(fresh_probe):
+    server, probe = fresh_probe
+    with server.http() as http:
+        obs = http.post("/reset", json={"seed": 1, "episode_id": "ep-1"}).json()
+        assert set(obs) == {"observation", "reward", "done", "metadata"}
+        assert obs["observation"]["screenshot"]["width"] == 1280 and obs["done"] is False
+        probe.wait_for(lambda s: s.get("ready"))
+        x, y = probe.center("button")
+        step = http.post("/step", json={"action": {"type": "click", "x": x, "y": y}}).json()
+        assert step["observation"]["text"] == f"clicked left at ({x}, {y})"
+        probe.wait_for(lambda s: s["clicks"] == 1, what="the click from /step")
+        # a tool call, and a list of actions answered by one observation
+        step = http.post("/step", json={"action": {"tool": "click", "arguments": {"x": x, "y": y}}}).json()
+        batch = [{"type": "click", "x": x, "y": y}, {"type": "wait", "ms": 10}, {"type": "click", "x": x, "y": y}]
+        step = http.post("/step", json={"action": batch}).json()
+        assert step["observation"]["text"].count("clicked") == 2
+        probe.wait_for(lambda s: s["clicks"] == 4, what="four clicks in all")
+        state = http.get("/state").json()
+        assert state["episode_id"] == "ep-1" and state["step_count"] == 3
+        assert state["mcp_url"] == f"{server.base_url}/mcp" and state["session_id"] == "default"
+        # OpenEnv's MCP actions through step, image results intact
+        listed = http.post("/step", json={"action": {"type": "list_tools"}}).json()
+        assert "screenshot" in {t["name"] for t in listed["observation"]["tools"]}
+        called = http.post("/step", json={"action": {"type": "call_tool", "tool_name": "screenshot",
+                                                     "arguments": {"format": "png"}}}).json()
+        image = [c for c in called["observation"]["result"]["content"] if c["type"] == "image"][0]
+        assert image["mimeType"] == "image/png"
+        from base64 import b64decode
+
+        assert b64decode(image["data"])[:4] == b"\x89PNG"
+
+
+def test_reset_restores_the_start_state(fresh_probe):
+    server, probe = fresh_probe
+    with McpClient(f"{server.base_url}/mcp") as mcp:
+        x, y = probe.center("entry")
+        mcp.ok("click", {"x": x, "y": y})
+        mcp.ok("type_text", {"text": "dirty"})
+        mcp.ok("clipboard_set", {"text": "left over"})
+        probe.wait_for(lambda s: s["entry"] == "dirty")
+        with server.http() as http:
+            assert http.post("/reset", json={}).status_code == 200
+        state = probe.wait_for(lambda s: s.get("ready") and s["entry"] == "" and s["clicks"] == 0,
+                               what="a fresh probe app after reset")
+        assert state["entry"] == ""
+        assert mcp.ok("clipboard_get").structured_content["text"] is None
+
+
+@pytest.mark.parametrize(
+    "method,path,body,status,code",
+    [
+        ("post", "/step", "{not json", 422, None),
+        ("post", "/step", {}, 422, None),
+        ("post", "/step", {"action": {"type": "teleport"}}, 422, "VALIDATION_ERROR"),
+        ("post", "/step", {"action": {"type": "click", "x": 9000, "y": 1}}, 422, "VALIDATION_ERROR"),
+        ("post", "/step", {"action": []}, 422, "VALIDATION_ERROR"),
+        ("post", "/step", {"action": "hello"}, 422, "VALIDATION_ERROR"),
+        ("post", "/reset", {"seed": -1}, 422, None),
+        ("post", "/reset", {"snapshot": "never-taken"}, 400, "CONFIG_ERROR"),
+        ("post", "/reset", {"color": "blue"}, 400, "CONFIG_ERROR"),
+        ("get", "/sessions/nope/state", None, 404, "SESSION_NOT_FOUND"),
+        ("delete", "/sessions/nope", None, 404, "SESSION_NOT_FOUND"),
+    ],
+)
+def test_http_bad_requests_get_typed_4xx(probe_server, method, path, body, status, code):
+    server, _ = probe_server
+    with server.http() as http:
+        if isinstance(body, str):
+            response = http.request(method, path, content=body, headers={"content-type": "application/json"})
+        else:
+            response = http.request(method, path, json=body) if body is not None else http.request(method, path)
+        assert response.status_code == status, response.text
+        payload = response.json()
+        assert "detail" in payload
+        if code:
+            assert payload["error"]["code"] == code
+        assert http.get("/health").json()["status"] == "healthy"
+
+
+# -- WebSocket sessions ------------------------------------------------------------------------------------
+def test_ws_protocol_and_error_frames(probe_server):
+    server, _ = probe_server
+    with connect(ws_url(server), max_size=2**26) as ws:
+        before = ws_call(ws, {"type": "step", "data": {"type": "wait", "ms": 1}})
+        assert before["type"] == "error" and before["data"]["code"] == "EXECUTION_ERROR"
+        assert "reset" in before["data"]["message"]
+        assert ws_call(ws, "{oops")["data"]["code"] == "INVALID_JSON"
+        assert ws_call(ws, {"type": "dance"})["data"]["code"] == "UNKNOWN_TYPE"
+        assert ws_call(ws, {"type": "step"})["data"]["code"] == "VALIDATION_ERROR"
+        assert ws_call(ws, {"type": "reset", "data": {}, "extra": 1})["data"]["code"] == "VALIDATION_ERROR"
+        obs = ws_call(ws, {"type": "reset", "data": {"episode_id": "ws-ep"}})
+        assert obs["type"] == "observation" and obs["data"]["observation"]["screenshot"]["height"] == 800
+        bad = ws_call(ws, {"type": "step", "data": {"type": "key", "keys": "ctrl+nokey"}})
+        assert bad["data"]["code"] == "VALIDATION_ERROR" and "nokey" in bad["data"]["message"]
+        ok = ws_call(ws, {"type": "step", "data": {"type": "mouse_move", "x": 3, "y": 4}})
+        assert ok["data"]["observation"]["text"] == "moved to (3, 4)"
+        state = ws_call(ws, {"type": "state"})
+        assert state["type"] == "state" and state["data"]["episode_id"] == "ws-ep"
+        assert state["data"]["session_id"] != "default"
+        mcp = ws_call(ws, {"type": "mcp", "data": {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                                                   "params": {"name": "cursor_position", "arguments": {}}}})
+        assert mcp["data"]["id"] == 7 and mcp["data"]["result"]["structured_content"] == {"x": 3, "y": 4}
+        ws.send(json.dumps({"type": "close"}))
+        with pytest.raises(Exception):
+            ws.recv(timeout=10)  # closed by the server
+
+
+def test_ws_client_vanishing_mid_step_frees_its_desktop(probe_server):
+    server, _ = probe_server
+    before = set(processes_named("Xvfb"))
+    ws = connect(ws_url(server), max_size=2**26).__enter__()
+    ws_call(ws, {"type": "reset", "data": {}})
+    during = set(processes_named("Xvfb")) - before
+    assert len(during) == 1, "the WebSocket session should have its own Xvfb"
+    ws.send(json.dumps({"type": "step", "data": {"type": "wait", "ms": 1500}}))
+    ws.socket.close()  # vanish without a close frame, mid-step
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(alive(p) for p in during):
+        time.sleep(0.1)
+    assert not [p for p in during if alive(p)], "the vanished client's Xvfb is still running"
+    with server.http() as http:
+        assert [s["kind"] for s in http.get("/sessions").json()] == ["default"]
+
+
+def test_capacity_and_idle_reaper(x11):
+    with ServerProcess("--max-sessions", "2", "--idle-timeout", "1.5") as server:
+        with server.http() as http:
+            created = http.post("/sessions").json()
+            assert created["mcp_url"].endswith(f"/sessions/{created['session_id']}/mcp")
+            with connect(ws_url(server)) as ws:
+                refused = json.loads(ws.recv(timeout=30))
+                assert refused["type"] == "error" and refused["data"]["code"] == "CAPACITY_REACHED"
+                assert refused["data"]["max_sessions"] == 2
+            too_many = http.post("/sessions")
+            assert too_many.status_code == 503 and too_many.json()["error"]["code"] == "CAPACITY_REACHED"
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and len(http.get("/sessions").json()) > 1:
+                time.sleep(0.2)
+            assert [s["session_id"] for s in http.get("/sessions").json()] == ["default"], "idle session not reaped"
+
+
+def test_eight_sessions_each_see_only_their_own_desktop(x11, tmp_path):
+    probe = Probe(tmp_path)
+    with ServerProcess("--app", " ".join(f"'{c}'" for c in probe.command()), "--max-sessions", "9",
+                       "--agent-tokens") as server:
+        canvas = probe.wait_for(lambda s: s.get("ready"))["widgets"]["canvas"]
+        spots = [(canvas[0] + 30 + 50 * i, canvas[1] + 60 + 20 * i) for i in range(8)]
+
+        def session(i: int) -> tuple[int, list[bool]]:
+            with HciEnvClient(server.base_url) as env:
+                env.reset()
+                x, y = spots[i]
+                env.step({"type": "click", "x": x, "y": y})
+                time.sleep(0.5)
+                result = env.step({"type": "wait", "ms": 1})
+                image = result.observation.screenshot.to_pil().convert("RGB")
+                red = [image.getpixel(p)[0] > 200 and image.getpixel(p)[1] < 80 for p in spots]
+                return i, red
+
+        with ThreadPoolExecutor(8) as pool:
+            results = dict(pool.map(session, range(8)))
+        for i, red in results.items():
+            assert red[i], f"session {i} does not see its own mark"
+            assert sum(red) == 1, f"session {i} sees marks of others: {red}"
+
+
+def test_agent_token_of_one_session_is_refused_by_another(x11):
+    with ServerProcess("--agent-tokens") as server:
+        with server.http() as http:
+            a = http.post("/sessions").json()
+            b = http.post("/sessions").json()
+        assert a["agent_token"] != b["agent_token"]
+        with McpClient(a["mcp_url"], token=a["agent_token"]) as mcp:
+            assert mcp.ok("screen_size").structured_content["width"] == 1280
+        rpc = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "screen_size", "arguments": {}}}
+        headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25"}
+        for token in (a["agent_token"], None, "guess"):
+            auth = {"authorization": f"Bearer {token}"} if token else {}
+            response = httpx.post(b["mcp_url"], json=rpc, headers={**headers, **auth})
+            assert response.status_code == 401, response.text
+            assert response.json()["error"]["code"] == "UNAUTHORIZED"
+        ok = httpx.post(b["mcp_url"], json=rpc, headers={**headers, "authorization": f"Bearer {b['agent_token']}"})
+        assert ok.status_code == 200 and ok.json()["result"]["structuredContent"]["height"] == 800
+
+
+def test_exposed_binding_requires_secrets(x11):
+    server = ServerProcess("--host", "0.0.0.0")
+    with pytest.raises(AssertionError, match="refusing to listen on 0.0.0.0"):
+        server.start()
+    tokens = {"HCI_ENVS_CONTROL_TOKEN": "ctl-secret", "HCI_ENVS_AGENT_TOKEN": "agent-secret"}
+    with ServerProcess("--host", "0.0.0.0", env=tokens) as server:
+        with server.http() as http:
+            assert http.post("/reset", json={}).status_code == 401
+            assert http.post("/reset", json={}, headers={"authorization": "Bearer ctl-secret"}).status_code == 200
+            assert http.get("/health").status_code == 200
+        with McpClient(f"{server.base_url}/mcp", token="agent-secret") as mcp:
+            assert mcp.ok("screen_size").structured_content["width"] == 1280
+
+
+def test_loopback_server_refuses_foreign_hosts_and_origins(probe_server):
+    server, _ = probe_server
+    with server.http() as http:
+        assert http.get("/health", headers={"host": "evil.example"}).status_code == 403
+        assert http.get("/health", headers={"origin": "http://evil.example"}).status_code == 403
+        assert http.get("/health", headers={"origin": "http://localhost:3000"}).status_code == 200
+
+
+# -- faults ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("victim", ["Xvfb", "app"])
+def test_desktop_failure_truncates_and_reset_recovers(x11, tmp_path, victim):
+    from traits import DesktopEnv
+
+    probe = Probe(tmp_path)
+    with DesktopEnv(start_state={"apps": [probe.app()]}) as env:
+        env.reset()
+        probe.wait_for(lambda s: s.get("ready"))
+        assert not env.step({"type": "mouse_move", "x": 5, "y": 5}).done
+        if victim == "Xvfb":
+            os.kill(env.desktop._xvfb.pid, signal.SIGKILL)
+        else:
+            os.kill(env.desktop.apps()[0][1].pid, signal.SIGKILL)
+        time.sleep(0.3)
+        obs = env.step({"type": "mouse_move", "x": 6, "y": 6})
+        assert obs.done and obs.truncated
+        assert ("Xvfb" in obs.truncated_reason) if victim == "Xvfb" else ("probe" in obs.truncated_reason)
+        with pytest.raises(EnvironmentStateError, match="reset"):
+            env.step({"type": "mouse_move", "x": 7, "y": 7})
+        probe.state_path.unlink(missing_ok=True)
+        obs = env.reset()
+        assert not obs.done and obs.screenshot is not None
+        probe.wait_for(lambda s: s.get("ready"), what="the app after recovery")
+        assert env.step({"type": "cursor_position"}).data == {"x": 0, "y": 0}
+
+
+def test_xvfb_killed_under_the_server_keeps_it_up(fresh_probe):
+    server, probe = fresh_probe
+    xvfb = [pid for pid, cmd in processes_named("Xvfb").items() if pid in server.children()]
+    assert len(xvfb) == 1
+    os.kill(xvfb[0], signal.SIGKILL)
+    time.sleep(0.3)
+    with server.http() as http:
+        step = http.post("/step", json={"action": {"type": "wait", "ms": 1}}).json()
+        assert step["done"] is True and "Xvfb" in step["observation"]["truncated_reason"]
+        assert http.get("/health").json()["desktop"]["status"] == "down"
+    with McpClient(f"{server.base_url}/mcp") as mcp:
+        result = mcp.call("screen_size")
+        assert result.is_error and "reset" in text_of(result)
+    with server.http() as http:
+        assert http.post("/reset", json={}).status_code == 200
+        assert http.get("/health").json()["desktop"]["status"] == "ok"
+    probe.wait_for(lambda s: s.get("ready"), what="the probe app after recovery")
+
+
+# -- snapshots and the home directory --------------------------------------------------------------------
+def test_home_template_and_snapshots(x11, tmp_path):
+    from traits import DesktopEnv
+
+    template = tmp_path / "template"
+    (template / "docs").mkdir(parents=True)
+    (template / "docs" / "note.txt").write_text("original")
+    with DesktopEnv(start_state={"home_template": str(template)}) as env:
+        env.reset()
+        note = env.home / "docs" / "note.txt"
+        assert note.read_text() == "original"
+        note.write_text("edited")
+        (env.home / "new.txt").write_text("new")
+        assert env.snapshot("edited")["files"] >= 2  # ours, and what the window manager keeps in ~/.cache
+        note.write_text("edited again")
+        env.reset()
+        assert note.read_text() == "original" and not (env.home / "new.txt").exists()
+        env.reset(snapshot="edited")
+        assert note.read_text() == "edited" and (env.home / "new.txt").read_text() == "new"
+
+
+# -- the client library ----------------------------------------------------------------------------------
+def test_client_from_local_starts_and_always_stops_the_server(x11):
+    with HciEnvClient.from_local(size=(800, 600), apps=["xterm"]) as env:
+        provider = env.provider
+        pid = provider.proc.pid
+        result = env.reset()
+        image = result.observation.screenshot.to_pil()
+        assert image.size == (800, 600)
+        array = result.observation.screenshot.to_numpy()
+        assert array.shape == (600, 800, 3)
+        state = env.state()
+        assert state.screen_width == 800 and state.mcp_url
+        with pytest.raises(InvalidActionError, match="off screen"):
+            env.step({"type": "click", "x": 900, "y": 10})
+        assert env.call_tool("screen_size").observation.data == {"width": 800, "height": 600}
+        tools = {t["name"] for t in env.list_tools()}
+        assert "type_text" in tools and "reset" not in tools
+    assert not alive(pid)
+    with pytest.raises(EnvironmentStateError):
+        env.step({"type": "wait", "ms": 1})
+
+
+def test_client_capacity_error_is_typed(x11):
+    with ServerProcess("--max-sessions", "1") as server:
+        with pytest.raises(CapacityError):
+            HciEnvClient(server.base_url).reset()
+
+
+def test_async_client(x11):
+    async def run() -> None:
+        env = await AsyncHciEnvClient.from_local(apps=["xterm"])
+        async with env:
+            result = await env.reset()
+            assert result.observation.screenshot.width == 1280
+            result = await env.step({"type": "mouse_move", "x": 12, "y": 34})
+            state = await env.state()
+            assert state.step_count == 1
+            position = await env.call_tool("cursor_position")
+            assert position.observation.data == {"x": 12, "y": 34}
+        assert env.provider.proc is None
+
+    asyncio.run(run())
+
+
+def test_killed_client_process_stops_its_local_server(x11, tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "user.py"
+    script.write_text(
+        "import sys, time\n"
+        "from hci_envs import HciEnvClient\n"
+        "env = HciEnvClient.from_local()\n"
+        "print(env.provider.proc.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    user = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    server_pid = int(user.stdout.readline())
+    from helpers import descendants
+
+    desktop = descendants(server_pid)
+    assert desktop
+    user.kill()
+    user.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and (alive(server_pid) or any(alive(p) for p in desktop)):
+        time.sleep(0.1)
+    assert not alive(server_pid), "the server outlived the process that started it"
+    assert not [p for p in desktop if alive(p)]
+
+
+def test_step_results_carry_images_of_tool_calls(fresh_probe):
+    server, _ = fresh_probe
+    with HciEnvClient(server.base_url) as env:
+        env.reset()
+        result = env.step({"tool": "screenshot", "arguments": {"format": "jpeg", "max_side": 640}})
+        assert result.observation.images and result.observation.images[0].width == 640
+        assert result.observation.images[0].to_pil().size == (640, 400)
+

@@ -1,0 +1,69 @@
+"""Every process a desktop starts is gone after shutdown, also when the server is killed outright."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from helpers import Probe, ServerProcess, alive
+
+
+def _desktop_processes(server: ServerProcess) -> dict[int, str]:
+    out = {}
+    for pid in server.children():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                out[pid] = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            pass
+    return out
+
+
+def _wait_gone(pids: dict[int, str], timeout: float) -> dict[int, str]:
+    deadline = time.monotonic() + timeout
+    left = dict(pids)
+    while left and time.monotonic() < deadline:
+        left = {pid: cmd for pid, cmd in left.items() if alive(pid)}
+        time.sleep(0.05)
+    return left
+
+
+def _start(tmp_path) -> tuple[ServerProcess, dict[int, str]]:
+    probe = Probe(tmp_path)
+    server = ServerProcess("--app", " ".join(f"'{c}'" for c in probe.command()), "--app", "xterm").start()
+    probe.wait_for(lambda s: s.get("ready"), what="the probe app")
+    procs = _desktop_processes(server)
+    names = " ".join(procs.values())
+    for expected in ("Xvfb", "openbox", "tk_probe.py", "xterm", "watchdog.py"):
+        assert expected in names, f"{expected} not among the server's processes: {procs}"
+    return server, procs
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_clean_shutdown_leaves_no_process(x11, tmp_path, sig):
+    server, procs = _start(tmp_path)
+    code = server.stop(sig)
+    assert code in (0, 130, -sig), code  # Ctrl-C conventionally exits 130
+    assert "Traceback" not in "".join(server.output), "".join(server.output)
+    left = _wait_gone(procs, 5.0)
+    assert not left, f"left behind after a clean shutdown: {left}"
+
+
+def test_killed_server_leaves_no_process(x11, tmp_path):
+    server, procs = _start(tmp_path)
+    server.stop(signal.SIGKILL)
+    left = _wait_gone(procs, 10.0)
+    assert not left, f"left behind after the server was killed: {left}"
+
+
+def test_desktop_close_leaves_no_process(x11, tmp_path):
+    from hci_envs.desktop import AppSpec, Desktop, DesktopConfig
+
+    probe = Probe(tmp_path)
+    with Desktop(DesktopConfig(apps=[AppSpec(probe.command(), "probe")])) as desktop:
+        pids = desktop.processes.pids()
+        assert len(pids) == 3 and all(alive(p) for p in pids)
+        assert desktop.health().ok
+    assert not [p for p in pids if alive(p)]
