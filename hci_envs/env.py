@@ -101,6 +101,9 @@ class DesktopEnvironment(Trait):
         self._closed = False
         self._started = False
         self._episode_active = False
+        # True while the desktop is exactly as a reset left it (nothing has acted on it since)
+        self._pristine = False
+        self._pristine_home: frozenset[tuple[str, int, int]] = frozenset()
         self.seed: int | None = None
         self.last_used = time.monotonic()
 
@@ -122,6 +125,7 @@ class DesktopEnvironment(Trait):
             )
         self.last_used = time.monotonic()
         self._require_running()
+        self._pristine = False
         failure = self._desktop_failure()
         if failure is not None:
             self._mark_truncated(failure)
@@ -161,7 +165,13 @@ class DesktopEnvironment(Trait):
             snapshot = options.pop("snapshot", None)
             if options:
                 raise ConfigError(f"unknown reset options: {', '.join(sorted(options))}")
-            obs = self._reset(seed=seed, episode_id=episode_id, snapshot=snapshot)
+            if self._pristine and snapshot is None and self._truncated_reason is None \
+                    and self._desktop_failure() is None and self._home_fingerprint() == self._pristine_home:
+                # Nothing has touched the desktop since it reached the start state: no need to rebuild it.
+                self._begin_episode(seed, episode_id)
+                obs = self._observe(text="reset")
+            else:
+                obs = self._reset(seed=seed, episode_id=episode_id, snapshot=snapshot)
             self._episode_active = True
             return obs
 
@@ -196,14 +206,35 @@ class DesktopEnvironment(Trait):
         if s.clipboard is not None:
             desktop.events.set_clipboard(s.clipboard)
         self._started = True
+        self._begin_episode(seed, episode_id)
+        self.on_session_start(desktop)
+        self._pristine = True
+        self._pristine_home = self._home_fingerprint()
+        return self._observe(text="reset")
+
+    def _home_fingerprint(self) -> frozenset[tuple[str, int, int]]:
+        """Every file of the home with its size and modification time: a reset may skip rebuilding the
+        desktop only if no app changed a file since."""
+        entries = []
+        for path in self._home.rglob("*"):
+            try:
+                st = path.lstat()
+            except OSError:
+                continue
+            entries.append((str(path.relative_to(self._home)), st.st_size, st.st_mtime_ns))
+        return frozenset(entries)
+
+    def _begin_episode(self, seed: int | None, episode_id: str | None) -> None:
         self._episode_id = episode_id or str(uuid.uuid4())
         self._step_count = 0
         self._done = False
         self._truncated_reason = None
         self.seed = seed
-        self.on_session_start(desktop)
         self.last_used = time.monotonic()
-        return self._observe(text="reset")
+
+    def mark_touched(self) -> None:
+        """Something acted on the desktop (a tool call, a step, a human): the next reset must rebuild it."""
+        self._pristine = False
 
     def snapshot(self, name: str) -> dict[str, Any]:
         """Capture the session's files (its home directory) under ``name``; ``reset(snapshot=name)`` branches
@@ -269,6 +300,7 @@ class DesktopEnvironment(Trait):
                 raise InvalidActionError("an empty list of actions", field="action")
             parsed = [self.parse_step_item(item) for item in items]  # validate all before running any
             self._step_count += 1
+            self._pristine = False
             failure = self._desktop_failure()
             if failure is not None:
                 self._mark_truncated(failure)

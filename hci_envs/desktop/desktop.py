@@ -27,6 +27,9 @@ from .xinput import Input
 
 log = logging.getLogger(__name__)
 
+#: Quiet time after start and restart that counts as "the screen has settled".
+SETTLE_QUIET = 0.05
+
 #: Debian packages that provide the programs a desktop needs, for the error that names them.
 APT_PACKAGES = {"Xvfb": "xvfb", "openbox": "openbox", "x11vnc": "x11vnc", "xterm": "xterm"}
 
@@ -157,15 +160,17 @@ class Desktop:
         self._started = True
         try:
             self._start_display()
+            # The window manager starts while we open our connections; we wait for it afterwards.
+            wm_ready = self._spawn_window_manager() if self.config.window_manager else None
             self.events = DesktopEvents(self.display)
             self.input = Input(self.display)
             self.input.move(0, 0)  # every episode starts with the pointer in the same place
             self.screen = Screen(self.display)
-            if self.config.window_manager:
-                self._start_window_manager()
+            if wm_ready is not None:
+                self._wait_window_manager(wm_ready)
             for app in self.config.apps:
                 self.launch(app)
-            self.events.wait_settled(quiet=0.1, timeout=3.0)
+            self.events.wait_settled(quiet=SETTLE_QUIET, timeout=3.0)
         except BaseException:
             self.close()
             raise
@@ -201,16 +206,29 @@ class Desktop:
         xauth.PROCESS_AUTHORITY.add(number, cookie)
         xauth.write_client_file(self._client_auth, number, cookie)
 
-    def _start_window_manager(self) -> None:
+    def _spawn_window_manager(self) -> Path:
         name = self.config.window_manager or ""
         argv = [_which(name)] if " " not in name else shlex.split(name)
+        ready_file = self._runtime / "wm-ready"
+        if Path(argv[0]).name == "openbox":
+            # openbox runs --startup once it has finished starting; until then it can hold up new clients
+            # for seconds, so the property check below is not enough on its own.
+            argv += ["--startup", f"touch {shlex.quote(str(ready_file))}"]
+        else:
+            ready_file.touch()
         log_path = self._runtime / "wm.log"
         with open(log_path, "wb") as log_file:
             self._wm = self.processes.spawn(
                 "window-manager", argv, env=self.app_env(), stdout=log_file.fileno(), stderr=log_file.fileno()
             )
+        return ready_file
+
+    def _wait_window_manager(self, ready_file: Path) -> None:
+        assert self._wm is not None
+        name = self.config.window_manager
+        log_path = self._runtime / "wm.log"
         deadline = time.monotonic() + self.config.start_timeout
-        while not self.input.root_property("_NET_SUPPORTING_WM_CHECK"):
+        while not (ready_file.exists() and self.input.root_property("_NET_SUPPORTING_WM_CHECK")):
             if self._wm.poll() is not None:
                 raise DisplayStartError(f"the window manager {name!r} exited: {_tail(log_path)}")
             if time.monotonic() > deadline:
@@ -236,14 +254,13 @@ class Desktop:
         self._apps.append((app, proc))
         if app.wait_for_window:
             deadline = time.monotonic() + app.timeout
-            while self.events.map_count() <= maps_before:
+            while not self.events.wait_for_map(maps_before, 0.05):
                 if proc.poll() is not None:
                     raise DisplayStartError(
                         f"app {app.label!r} exited with status {proc.returncode}: {_tail(log_path)}"
                     )
                 if time.monotonic() > deadline:
                     raise DisplayStartError(f"app {app.label!r} showed no window within {app.timeout}s")
-                time.sleep(0.01)
         return proc
 
     def can_reuse(self, config: DesktopConfig) -> bool:
@@ -270,7 +287,7 @@ class Desktop:
         self.events.clear_clipboard()
         for app in config.apps:
             self.launch(app)
-        self.events.wait_settled(quiet=0.1, timeout=3.0)
+        self.events.wait_settled(quiet=SETTLE_QUIET, timeout=3.0)
 
     def windows(self) -> list[int]:
         """Top-level client windows, as the window manager lists them (or the root's children without one)."""

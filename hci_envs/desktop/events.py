@@ -152,7 +152,9 @@ class DesktopEvents:
                 self._damage_cond.notify_all()
         elif event.type == X.MapNotify:
             if not event.override:
-                self._maps += 1
+                with self._damage_cond:
+                    self._maps += 1
+                    self._damage_cond.notify_all()
         elif event.type == X.SelectionRequest:
             self._serve(event)
         elif event.type == X.SelectionClear:
@@ -167,6 +169,17 @@ class DesktopEvents:
         """How many top-level windows (not menus or tooltips) have been mapped so far, exact up to now."""
 
         return int(self._call(lambda: self._flushed(lambda: self._maps)))
+
+    def wait_for_map(self, count: int, timeout: float) -> bool:
+        """Block until more than ``count`` top-level windows have been mapped, or ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._damage_cond:
+            while self._maps <= count:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self._alive:
+                    return False
+                self._damage_cond.wait(remaining)
+            return True
 
     # -- settling --------------------------------------------------------------------------------------
     @property
