@@ -113,6 +113,7 @@ def serve(args: argparse.Namespace) -> int:
         host=args.host, port=port, env_class=env_class, env_kwargs=env_kwargs, mode=args.mode,
         max_sessions=args.max_sessions, idle_timeout=args.idle_timeout, control_token=args.control_token,
         agent_token=args.agent_token, agent_tokens=args.agent_tokens or None, public_url=args.public_url,
+        vnc=not args.no_vnc, vnc_port=args.vnc_port, takeover_timeout=args.takeover_timeout,
     )
     config.on_ready = lambda server: _print_ready(server, sys.stdout)
     app = create_app(config)
@@ -141,14 +142,14 @@ def _print_ready(server: Any, out: Any) -> None:
     session = server.sessions.default()
     state = session.env.state
     lines = [f"hci-envs: desktop ready ({state.screen_width}x{state.screen_height})"]
-    lines.append(f"  MCP endpoint:   {server.mcp_url(session)}")
-    for label, key in (("VNC in browser", "vnc_url"), ("VNC view-only", "vnc_view_url"), ("VNC native", "vnc_native")):
+    lines.append(f"  {'MCP endpoint:':<18}{server.mcp_url(session)}")
+    for label, key in (("VNC (control)", "vnc_url"), ("VNC (view only)", "vnc_view_url"), ("VNC native", "vnc_native")):
         value = session.env.session_info.get(key)
         if value:
-            lines.append(f"  {label + ':':<16}{value}")
+            lines.append(f"  {label + ':':<18}{value}")
     if session.agent_token:
-        lines.append(f"  agent token:    {session.agent_token}")
-    lines.append(f"  control plane:  {server.config.base_url()}/reset /step /state /ws  (health: /health)")
+        lines.append(f"  {'agent token:':<18}{session.agent_token}")
+    lines.append(f"  {'control plane:':<18}{server.config.base_url()}/reset /step /state /ws  (health: /health)")
     lines.append("  Ctrl-C stops the server and every process of the desktop.")
     print("\n".join(lines), file=out, flush=True)
 
@@ -171,6 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--agent-token", help="secret for the default session's MCP endpoint (or HCI_ENVS_AGENT_TOKEN)")
     p.add_argument("--agent-tokens", action="store_true", help="give every session a random agent token")
     p.add_argument("--public-url", help="base URL to print and report (e.g. behind a proxy)")
+    p.add_argument("--no-vnc", action="store_true", help="serve no VNC (no /vnc/ page, no x11vnc)")
+    p.add_argument("--vnc-port", type=int, help="also a raw VNC port for native viewers (0 picks a free one)")
+    p.add_argument("--takeover-timeout", type=float, default=30.0,
+                   help="seconds without human input before a person's hold on the desktop lapses")
     p.add_argument("--observation-format", choices=("png", "jpeg", "webp", "none"),
                    help="screenshot format in step observations")
     p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))

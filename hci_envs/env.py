@@ -90,6 +90,10 @@ class DesktopEnvironment(Trait):
         self.desktop: Any = None  # hci_envs.desktop.Desktop
         self.executor: Any = None  # hci_envs.executor.Executor
         self.session_info: dict[str, Any] = {}
+        #: Returns why agent input is refused right now (a person holds the desktop), or None.
+        self.input_gate: Any = lambda: None
+        #: Called with "reset" after every reset (services such as VNC keep per-episode state).
+        self.listeners: list[Any] = []
         self._lock = threading.RLock()
         self._home = Path(tempfile.mkdtemp(prefix="hci-envs-home-"))
         self._snapshots: dict[str, Path] = {}
@@ -203,11 +207,14 @@ class DesktopEnvironment(Trait):
             desktop = Desktop(config).start()
             self.desktop = desktop
             self.executor = Executor(desktop, paste_keys=self.paste_keys)
+            self.executor.input_blocked = lambda: self.input_gate()
         if s.clipboard is not None:
             desktop.events.set_clipboard(s.clipboard)
         self._started = True
         self._begin_episode(seed, episode_id)
         self.on_session_start(desktop)
+        for listener in list(self.listeners):
+            listener("reset")
         self._pristine = True
         self._pristine_home = self._home_fingerprint()
         return self._observe(text="reset")

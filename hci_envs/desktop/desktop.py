@@ -14,6 +14,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +114,8 @@ class Desktop:
         self._wm: subprocess.Popen[bytes] | None = None
         self._apps: list[tuple[AppSpec, subprocess.Popen[bytes]]] = []
         self._runtime = Path(tempfile.mkdtemp(prefix="hci-envs-desktop-"))
+        self._vnc: subprocess.Popen[bytes] | None = None
+        self._vnc_lock = threading.Lock()
         self._client_auth = self._runtime / "Xauthority"
         self._started = False
         self._closed = False
@@ -170,6 +173,7 @@ class Desktop:
                 self._wait_window_manager(wm_ready)
             for app in self.config.apps:
                 self.launch(app)
+            self._focus_newest()
             self.events.wait_settled(quiet=SETTLE_QUIET, timeout=3.0)
         except BaseException:
             self.close()
@@ -263,6 +267,34 @@ class Desktop:
                     raise DisplayStartError(f"app {app.label!r} showed no window within {app.timeout}s")
         return proc
 
+    def vnc_socket(self, timeout: float = 10.0) -> Path:
+        """The Unix socket of this display's x11vnc, started on first use. Only this process can open it:
+        viewers come in through the server's proxy, which enforces roles and records human input."""
+        with self._vnc_lock:
+            path = self._runtime / "vnc.sock"
+            if self._vnc is not None and self._vnc.poll() is None and path.exists():
+                return path
+            if self._closed:
+                raise DesktopDiedError("the desktop is closed")
+            path.unlink(missing_ok=True)
+            argv = [
+                _which("x11vnc"), "-display", self.display, "-unixsock", str(path), "-rfbport", "0",
+                "-forever", "-shared", "-nopw", "-norc", "-quiet", "-nolookup",
+                # latency over load: no naps, short polls and no deferred updates while people type
+                "-nonap", "-wait", "5", "-defer", "5", "-wait_ui", "2.0", "-setdefer", "-1", "-nowait_bog",
+                "-noxrecord", "-ncache", "0",
+            ]
+            log_path = self._runtime / "x11vnc.log"
+            with open(log_path, "wb") as log_file:
+                self._vnc = self.processes.spawn("x11vnc", argv, env=self.app_env(),
+                                                 stdout=log_file.fileno(), stderr=log_file.fileno())
+            deadline = time.monotonic() + timeout
+            while not path.exists():
+                if self._vnc.poll() is not None or time.monotonic() > deadline:
+                    raise DisplayStartError(f"x11vnc did not start: {_tail(log_path)}")
+                time.sleep(0.01)
+            return path
+
     def can_reuse(self, config: DesktopConfig) -> bool:
         """Whether a reset to ``config`` can keep this display and window manager (same screen, healthy)."""
         c = self.config
@@ -287,7 +319,18 @@ class Desktop:
         self.events.clear_clipboard()
         for app in config.apps:
             self.launch(app)
+        self._focus_newest()
         self.events.wait_settled(quiet=SETTLE_QUIET, timeout=3.0)
+
+    def _focus_newest(self) -> None:
+        """Focus the last app's window. Window managers may refuse to focus a new window after recent
+        input elsewhere (focus-stealing prevention); an episode must not start with that depending on what
+        the last one did."""
+        if self._wm is None:
+            return
+        windows = self.windows()
+        if windows:
+            self.input.activate(windows[-1])
 
     def windows(self) -> list[int]:
         """Top-level client windows, as the window manager lists them (or the root's children without one)."""

@@ -89,6 +89,20 @@ class Input:
             return [w.id for w in tree.children  # type: ignore[attr-defined]
                     if w.get_attributes().map_state == X.IsViewable]
 
+    def activate(self, window: int) -> None:
+        """Ask the window manager to focus and raise ``window`` (EWMH _NET_ACTIVE_WINDOW, from a pager)."""
+        from Xlib.protocol import event as xevent
+
+        with self.lock:
+            message = xevent.ClientMessage(
+                window=self._d.create_resource_object("window", window),
+                client_type=self._atom("_NET_ACTIVE_WINDOW"),
+                data=(32, [2, X.CurrentTime, 0, 0, 0]),
+            )
+            mask = X.SubstructureRedirectMask | X.SubstructureNotifyMask
+            self._guard(lambda: self._root.send_event(message, event_mask=mask))
+            self.sync()
+
     def window_title(self, window: int) -> str:
         with self.lock:
             win = self._d.create_resource_object("window", window)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -176,6 +176,9 @@ class HciServer:
             raise ConfigError("ServerConfig.env_class is required")
         config.check_exposure()
         self.config = config
+        self.startup_hooks: list[Callable[[], Awaitable[None]]] = []
+        self.shutdown_hooks: list[Callable[[], object]] = []
+        self.vnc_port: int | None = None
         env_class = config.env_class
         self.env_class = env_class
         self.sessions = SessionManager(
@@ -184,7 +187,7 @@ class HciServer:
             idle_timeout=config.idle_timeout,
             agent_tokens=config.agent_tokens,
             default_agent_token=config.agent_token,
-            describe=self.describe_session,
+            setup=self.setup_session,
         )
         self.mcp = build_mcp_server(
             env_class.tool_specs(),
@@ -201,8 +204,14 @@ class HciServer:
         base = self.config.base_url()
         return f"{base}/mcp" if session.kind == "default" else f"{base}/sessions/{session.id}/mcp"
 
-    def describe_session(self, session: Session) -> dict[str, Any]:
-        return {"mcp_url": self.mcp_url(session)}
+    def setup_session(self, session: Session) -> None:
+        """Attach the per-session services (VNC) and publish the session's URLs in its state."""
+        info: dict[str, Any] = {"session_id": session.id, "mcp_url": self.mcp_url(session)}
+        if self.config.vnc:
+            from .vnc_routes import attach_vnc
+
+            info.update(attach_vnc(self, session))
+        session.env.session_info = info
 
 
 class HciApp:
@@ -236,6 +245,8 @@ def create_app(config: ServerConfig) -> HciApp:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with server.mcp.session_manager.run(), anyio.create_task_group() as tg:
+            for hook in server.startup_hooks:
+                await hook()
             if config.start_default_session:
                 await server.sessions.create("default")
             if config.on_ready is not None:
@@ -245,6 +256,8 @@ def create_app(config: ServerConfig) -> HciApp:
                 yield
             finally:
                 tg.cancel_scope.cancel()
+                for stop in server.shutdown_hooks:
+                    stop()
                 with anyio.CancelScope(shield=True):
                     await server.sessions.close_all()
 
@@ -283,7 +296,10 @@ def create_app(config: ServerConfig) -> HciApp:
         }
 
     from .control import install_control_plane
+    from .vnc_routes import install_vnc
 
     install_control_plane(app, server)
+    if config.vnc:
+        install_vnc(app, server)
     guard = not config.exposed and not config.control_token and not config.agent_tokens
     return HciApp(app, server, mcp_endpoint, guard)

@@ -49,7 +49,10 @@ class ServerConfig:
     start_default_session: bool = True
     public_url: str | None = None
     vnc: bool = True
+    #: A raw VNC TCP port for native viewers (on ``host``); None for none, 0 for a free one.
     vnc_port: int | None = None
+    #: Seconds without human input after which a person's hold on the desktop lapses.
+    takeover_timeout: float = 30.0
     #: Called (with the HciServer) once the default session is up; the CLI prints the URLs from it.
     on_ready: Any = None
 

@@ -36,6 +36,8 @@ class Session:
     closed: bool = False
     #: Extra per-session services (VNC, recorders) register closers here.
     on_close: list[Callable[[], None]] = field(default_factory=list)
+    #: The VNC side of the session (hci_envs.vnc.VncSession), when the server offers VNC.
+    vnc: Any = None
 
     @property
     def idle_seconds(self) -> float:
@@ -57,7 +59,7 @@ class SessionManager:
         idle_timeout: float,
         agent_tokens: bool,
         default_agent_token: str | None = None,
-        describe: Callable[[Session], dict[str, Any]] | None = None,
+        setup: Callable[[Session], None] | None = None,
     ) -> None:
         self._factory = factory
         self.max_sessions = max_sessions
@@ -68,7 +70,7 @@ class SessionManager:
         self._starting = 0
         self._lock = asyncio.Lock()
         self.default_id: str | None = None
-        self.describe = describe or (lambda s: {})
+        self.setup = setup or (lambda s: None)
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -95,7 +97,7 @@ class SessionManager:
             if self._agent_tokens:
                 token = (self._default_agent_token if kind == "default" else None) or new_token()
             session = Session(session_id, env, kind, token)
-            env.session_info = {"session_id": session_id, **self.describe(session)}
+            self.setup(session)
             if start:
                 await anyio.to_thread.run_sync(env.start)
         except BaseException:

@@ -50,12 +50,13 @@ def on_press() -> None:
 
 button.configure(command=on_press)
 
-entry = tk.Entry(root, font=FONT)
+# No blinking insertion cursors: two captures of an idle probe must be identical.
+entry = tk.Entry(root, font=FONT, insertofftime=0)
 entry.place(x=10, y=60, width=740, height=34)
-entry2 = tk.Entry(root, font=FONT)
+entry2 = tk.Entry(root, font=FONT, insertofftime=0)
 entry2.place(x=10, y=100, width=740, height=34)
 
-text = tk.Text(root, font=FONT, wrap="none", exportselection=False)
+text = tk.Text(root, font=FONT, wrap="none", exportselection=False, insertofftime=0)
 text.insert("1.0", "alpha beta gamma delta\nsecond line of text here\nthird line\n")
 text.place(x=10, y=145, width=460, height=110)
 

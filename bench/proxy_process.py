@@ -1,0 +1,37 @@
+"""Runs the VNC proxy alone in its own process, in front of an x11vnc Unix socket, for bench_vnc.py.
+
+    python proxy_process.py SOCKET_PATH PORT_FILE
+Writes the TCP port and the control password to PORT_FILE, then serves until killed.
+"""
+
+import asyncio
+import sys
+from pathlib import Path
+
+from hci_envs.vnc.proxy import AsyncioStream, VncSession, finish_security, viewer_handshake
+from hci_envs.vnc.rfb import SECURITY_VNC
+
+
+async def main() -> None:
+    socket_path = Path(sys.argv[1])
+
+    async def path() -> Path:
+        return socket_path
+
+    session = VncSession(path)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        stream = AsyncioStream(reader, writer)
+        challenge, response = await viewer_handshake(stream, SECURITY_VNC)
+        role = session.role_for_response(challenge, response)
+        await finish_security(stream, role is not None)
+        if role is not None:
+            await session.serve(stream, role, "tcp")
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    Path(sys.argv[2]).write_text(f"{port} {session.control_password}")
+    await server.serve_forever()
+
+
+asyncio.run(main())

@@ -1,0 +1,192 @@
+"""VNC on the server's port: the noVNC page at ``/vnc/``, its RFB WebSocket at
+``/vnc/ws/{session}/{secret}`` (the secret picks the role), an optional raw VNC TCP port for native
+viewers (the VNC password picks the session and the role), and the takeover controls of the control plane.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import urllib.parse
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+from fastapi import Body, Depends, FastAPI, Request, WebSocket
+from fastapi.responses import JSONResponse, RedirectResponse
+from starlette.staticfiles import StaticFiles
+
+from ..errors import ConfigError, SessionNotFoundError
+from ..vnc.proxy import AsyncioStream, VncSession, WebSocketStream, finish_security, viewer_handshake
+from ..vnc.rfb import SECURITY_NONE, SECURITY_VNC, RfbError
+from .app import HciServer, bearer
+from .sessions import Session
+
+log = logging.getLogger(__name__)
+
+NOVNC_DIR = Path("/usr/share/novnc")
+
+
+def attach_vnc(server: HciServer, session: Session) -> dict[str, Any]:
+    """Give a session its VNC side; returns the URLs its state reports."""
+
+    async def socket_path() -> Path:
+        desktop = session.env.desktop
+        if desktop is None:
+            raise SessionNotFoundError(f"session {session.id} has no desktop")
+        return await anyio.to_thread.run_sync(desktop.vnc_socket)
+
+    vnc = VncSession(socket_path, takeover_timeout=server.config.takeover_timeout,
+                     on_human_input=session.env.mark_touched)
+    session.vnc = vnc
+    session.env.input_gate = vnc.agent_input_gate
+    session.env.listeners.append(lambda event: vnc.pointer_moved_elsewhere() if event == "reset" else None)
+    base = server.config.base_url()
+    prefix = urllib.parse.urlsplit(base).path.strip("/")
+
+    def page(secret: str, view_only: bool) -> str:
+        path = "/".join(p for p in (prefix, "vnc", "ws", session.id, secret) if p)
+        query = {"autoconnect": "1", "reconnect": "1", "resize": "scale", "path": path}
+        if view_only:
+            query["view_only"] = "1"
+        return f"{base}/vnc/vnc.html?{urllib.parse.urlencode(query)}"
+
+    info: dict[str, Any] = {
+        "vnc_url": page(vnc.control_password, False),
+        "vnc_view_url": page(vnc.view_password, True),
+        "vnc_secrets": {"control": vnc.control_password, "view": vnc.view_password},
+    }
+    if server.config.vnc_port is not None:
+        host = urllib.parse.urlsplit(base).hostname or "127.0.0.1"
+        port = server.vnc_port or server.config.vnc_port
+        info["vnc_native_port"] = port
+        info["vnc_native"] = (
+            f"vnc://{host}:{port} (control password {vnc.control_password}, "
+            f"view-only password {vnc.view_password})"
+        )
+    return info
+
+
+def install_vnc(app: FastAPI, server: HciServer) -> None:
+    from .control import check_control_token
+
+    def require_control(request: Request) -> None:
+        check_control_token(server, bearer(request.headers))
+
+    guard = [Depends(require_control)]
+
+    @app.websocket("/vnc/ws/{session_id}/{secret}")
+    async def vnc_websocket(ws: WebSocket, session_id: str, secret: str) -> None:
+        # Refusals are close codes after the handshake (4404, 4401), which a browser can show, rather than a
+        # bare HTTP 403 it cannot tell apart from a network failure.
+        await ws.accept()
+        try:
+            session = server.sessions.get(session_id)
+        except SessionNotFoundError:
+            await ws.close(code=4404, reason="no such session")
+            return
+        role = session.vnc.role_for_token(secret) if session.vnc else None
+        if role is None:
+            await asyncio.sleep(0.5)  # slow down guessing
+            await ws.close(code=4401, reason="wrong VNC secret")
+            return
+        stream = WebSocketStream(ws)
+        try:
+            await viewer_handshake(stream, SECURITY_NONE)  # the URL secret already authenticated the viewer
+        except (EOFError, RfbError) as exc:
+            log.info("browser viewer handshake failed: %s", exc)
+            await stream.close()
+            return
+        await session.vnc.serve(stream, role, "websocket")
+
+    def session_for(session_id: str | None) -> Session:
+        return server.sessions.get(session_id) if session_id else server.sessions.default()
+
+    def vnc_of(session: Session) -> VncSession:
+        if session.vnc is None:
+            raise ConfigError("this server runs without VNC")
+        return session.vnc
+
+    def control_status(session: Session) -> dict[str, Any]:
+        vnc = vnc_of(session)
+        return {**vnc.control.status().to_dict(), "viewers": [v.to_dict() for v in vnc.viewers.values()]}
+
+    def set_control(session: Session, holder: Literal["human", "agent", "auto"]) -> dict[str, Any]:
+        control = vnc_of(session).control
+        {"human": control.grant, "agent": control.revoke, "auto": control.auto}[holder]()
+        return control_status(session)
+
+    @app.get("/control", dependencies=guard)
+    async def get_control() -> dict[str, Any]:
+        """Who drives the default session's desktop: the agent, or a person over VNC."""
+        return control_status(session_for(None))
+
+    @app.post("/control", dependencies=guard)
+    async def post_control(holder: Literal["human", "agent", "auto"] = Body(..., embed=True)) -> dict[str, Any]:
+        """Give the desktop to people ("human"), to the agent ("agent"), or let them take turns ("auto")."""
+        return set_control(session_for(None), holder)
+
+    @app.get("/sessions/{session_id}/control", dependencies=guard)
+    async def get_session_control(session_id: str) -> dict[str, Any]:
+        return control_status(session_for(session_id))
+
+    @app.post("/sessions/{session_id}/control", dependencies=guard)
+    async def post_session_control(
+        session_id: str, holder: Literal["human", "agent", "auto"] = Body(..., embed=True)
+    ) -> dict[str, Any]:
+        return set_control(session_for(session_id), holder)
+
+    @app.get("/vnc", include_in_schema=False)
+    @app.get("/vnc/", include_in_schema=False)
+    async def vnc_index(request: Request) -> Any:
+        if not NOVNC_DIR.is_dir():
+            return JSONResponse(
+                {"detail": "the noVNC page is not installed here; on Debian: apt-get install novnc"},
+                status_code=503,
+            )
+        query = request.url.query
+        return RedirectResponse(f"/vnc/vnc.html{'?' + query if query else ''}")
+
+    @app.get("/vnc/package.json", include_in_schema=False)
+    async def novnc_version() -> dict[str, str]:
+        # the noVNC page asks for its version; Debian's package does not ship the file
+        return {"name": "@novnc/novnc", "version": "debian"}
+
+    if NOVNC_DIR.is_dir():
+        app.mount("/vnc", StaticFiles(directory=NOVNC_DIR, follow_symlink=True), name="novnc")
+
+    if server.config.vnc_port is not None:
+        server.startup_hooks.append(lambda: start_native_listener(server))
+
+
+async def start_native_listener(server: HciServer) -> None:
+    """A raw RFB port for native viewers: VNC authentication, where the password picks session and role."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        stream = AsyncioStream(reader, writer)
+        try:
+            challenge, response = await viewer_handshake(stream, SECURITY_VNC)
+            assert challenge is not None and response is not None
+            match = None
+            for session in server.sessions.sessions():
+                role = session.vnc.role_for_response(challenge, response) if session.vnc else None
+                if role is not None:
+                    match = (session, role)
+                    break
+            if match is None:
+                await asyncio.sleep(0.5)  # slow down guessing
+                await finish_security(stream, False)
+                await stream.close()
+                return
+            await finish_security(stream, True)
+        except (EOFError, RfbError, ConnectionError) as exc:
+            log.info("native viewer handshake failed: %s", exc)
+            await stream.close()
+            return
+        session, role = match
+        await session.vnc.serve(stream, role, "tcp")
+
+    host = server.config.host
+    listener = await asyncio.start_server(handle, host, server.config.vnc_port)
+    server.vnc_port = listener.sockets[0].getsockname()[1]
+    server.shutdown_hooks.append(listener.close)

@@ -1,0 +1,7 @@
+"""VNC for people: the proxy in front of each session's x11vnc, roles, takeover, and the input tap."""
+
+from .control import ControlStatus, HumanControl
+from .proxy import Tap, Viewer, VncSession
+from .rfb import ClientMessage
+
+__all__ = ["ClientMessage", "ControlStatus", "HumanControl", "Tap", "Viewer", "VncSession"]

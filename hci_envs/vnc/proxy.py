@@ -1,0 +1,340 @@
+"""The VNC proxy between viewers (a browser over WebSocket, or a native viewer over TCP) and a session's
+x11vnc (on a Unix socket only this process can open).
+
+The proxy speaks RFB on both sides. To the viewer it is the server: it authenticates (a URL token for the
+browser, VNC authentication for native viewers) and assigns a role, view or control. To x11vnc it is a
+client. In between it parses every message the viewer sends: view-only viewers' input is dropped, the input
+of the controlling viewer goes through the human-control lock, and every human input message is stamped on
+arrival and handed to the taps (the recorders).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import struct
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+from .control import HumanControl
+from .rfb import (
+    INPUT_TYPES,
+    POINTER_EVENT,
+    PROTOCOL_38,
+    SECURITY_NONE,
+    SECURITY_VNC,
+    SET_DESKTOP_SIZE,
+    SET_ENCODINGS,
+    ClientMessage,
+    ClientMessageParser,
+    RfbError,
+    filter_encodings,
+    new_challenge,
+    new_password,
+    vnc_response,
+)
+
+log = logging.getLogger(__name__)
+
+Role = Literal["view", "control"]
+_viewer_ids = itertools.count(1)
+
+
+class Stream(Protocol):
+    """A viewer connection, as bytes."""
+
+    async def read(self, n: int) -> bytes: ...  # exactly n bytes, or raise EOFError
+    async def read_some(self) -> bytes: ...  # at least one byte, or raise EOFError
+    async def write(self, data: bytes) -> None: ...
+    async def close(self) -> None: ...
+
+
+class AsyncioStream:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    async def read(self, n: int) -> bytes:
+        try:
+            return await self.reader.readexactly(n)
+        except (asyncio.IncompleteReadError, ConnectionError) as exc:
+            raise EOFError from exc
+
+    async def read_some(self) -> bytes:
+        try:
+            data = await self.reader.read(65536)
+        except ConnectionError as exc:
+            raise EOFError from exc
+        if not data:
+            raise EOFError
+        return data
+
+    async def write(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def close(self) -> None:
+        try:
+            self.writer.close()
+            await self.writer.wait_closed()
+        except Exception:
+            pass
+
+
+class WebSocketStream:
+    """An RFB byte stream over a Starlette WebSocket (binary frames)."""
+
+    def __init__(self, ws: object) -> None:
+        self.ws = ws
+        self._buf = bytearray()
+
+    async def _more(self) -> None:
+        message = await self.ws.receive()  # type: ignore[attr-defined]
+        if message["type"] == "websocket.disconnect":
+            raise EOFError
+        data = message.get("bytes")
+        if data is None:
+            text = message.get("text")
+            data = text.encode("latin-1") if text else b""
+        self._buf += data
+
+    async def read(self, n: int) -> bytes:
+        while len(self._buf) < n:
+            await self._more()
+        out = bytes(self._buf[:n])
+        del self._buf[:n]
+        return out
+
+    async def read_some(self) -> bytes:
+        while not self._buf:
+            await self._more()
+        out = bytes(self._buf)
+        self._buf.clear()
+        return out
+
+    async def write(self, data: bytes) -> None:
+        try:
+            await self.ws.send_bytes(data)  # type: ignore[attr-defined]
+        except Exception as exc:
+            raise EOFError from exc
+
+    async def close(self) -> None:
+        try:
+            await self.ws.close()  # type: ignore[attr-defined]
+        except Exception:
+            pass
+
+
+@dataclass
+class Viewer:
+    id: str
+    role: Role
+    transport: str
+    connected: float = field(default_factory=time.time)
+    input_messages: int = 0
+    dropped_messages: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        return {"id": self.id, "role": self.role, "transport": self.transport, "connected": self.connected,
+                "input_messages": self.input_messages, "dropped_messages": self.dropped_messages}
+
+
+#: A tap sees each human input message that reached the desktop: (viewer, message, monotonic arrival time).
+Tap = Callable[[Viewer, ClientMessage, float], None]
+
+
+class VncSession:
+    """The VNC side of one session: its secrets, its viewers, the human-control lock and the taps."""
+
+    def __init__(self, socket_path: Callable[[], Awaitable[Path]], *, takeover_timeout: float = 30.0,
+                 on_human_input: Callable[[], None] | None = None) -> None:
+        self._socket_path = socket_path
+        self.view_password = new_password()
+        self.control_password = new_password()
+        while self.control_password == self.view_password:
+            self.control_password = new_password()
+        self.control = HumanControl(takeover_timeout)
+        self.viewers: dict[str, Viewer] = {}
+        self.taps: list[Tap] = []
+        self.on_human_input = on_human_input or (lambda: None)
+        # x11vnc skips a PointerEvent at the position it last injected, assuming the pointer is still
+        # there. After the agent (or a reset) moves the real pointer, that assumption is wrong, and a
+        # person's click at that very spot would land where the agent left the pointer.
+        self._pointer_stale = True
+        self._last_pointer: tuple[int, int] | None = None
+
+    def agent_input_gate(self) -> str | None:
+        """The environment asks before each agent input action: refused while a person holds the desktop;
+        otherwise the agent is about to move the pointer behind x11vnc's back."""
+        reason = self.control.agent_blocked()
+        if reason is None:
+            self._pointer_stale = True
+        return reason
+
+    def pointer_moved_elsewhere(self) -> None:
+        """Something other than a viewer moved the pointer (a reset)."""
+        self._pointer_stale = True
+
+    def _pointer_message(self, message: ClientMessage) -> bytes:
+        position = (message.x, message.y)
+        data = message.data
+        if self._pointer_stale and position == self._last_pointer:
+            nudge_x = message.x + 1 if message.x == 0 else message.x - 1
+            data = struct.pack(">BBHH", 5, message.mask, nudge_x, message.y) + data
+        self._pointer_stale = False
+        self._last_pointer = position
+        return data
+
+    def role_for_token(self, token: str) -> Role | None:
+        import hmac
+
+        if hmac.compare_digest(token.encode(), self.control_password.encode()):
+            return "control"
+        if hmac.compare_digest(token.encode(), self.view_password.encode()):
+            return "view"
+        return None
+
+    def role_for_response(self, challenge: bytes, response: bytes) -> Role | None:
+        import hmac
+
+        if hmac.compare_digest(vnc_response(self.control_password, challenge), response):
+            return "control"
+        if hmac.compare_digest(vnc_response(self.view_password, challenge), response):
+            return "view"
+        return None
+
+    async def serve(self, viewer_stream: Stream, role: Role, transport: str) -> None:
+        """Relay one viewer (already authenticated, its security handshake done) until either side ends."""
+        viewer = Viewer(f"v{next(_viewer_ids)}", role, transport)
+        try:
+            path = await self._socket_path()
+            reader, writer = await asyncio.open_unix_connection(str(path))
+        except Exception as exc:
+            log.warning("viewer %s: cannot reach x11vnc: %s", viewer.id, exc)
+            await viewer_stream.close()
+            return
+        upstream = AsyncioStream(reader, writer)
+        self.viewers[viewer.id] = viewer
+        try:
+            shared = await viewer_stream.read(1)  # ClientInit
+            del shared  # every viewer shares the desktop
+            server_init = await _upstream_handshake(upstream)
+            await viewer_stream.write(server_init)
+            down = asyncio.create_task(_copy(upstream, viewer_stream))
+            up = asyncio.create_task(self._relay_input(viewer, viewer_stream, upstream))
+            done, pending = await asyncio.wait({down, up}, return_when=asyncio.FIRST_COMPLETED)
+            for task in pending:
+                task.cancel()
+            for task in done:
+                exc = task.exception()
+                if exc is not None and not isinstance(exc, EOFError | asyncio.CancelledError):
+                    log.info("viewer %s disconnected: %s", viewer.id, exc)
+        except (EOFError, RfbError, ConnectionError) as exc:
+            log.info("viewer %s: %s", viewer.id, exc or "disconnected")
+        finally:
+            self.viewers.pop(viewer.id, None)
+            self.control.viewer_left(viewer.id)
+            await upstream.close()
+            await viewer_stream.close()
+
+    async def _relay_input(self, viewer: Viewer, source: Stream, upstream: Stream) -> None:
+        parser = ClientMessageParser()
+        while True:
+            chunk = await source.read_some()
+            arrived = time.monotonic()
+            out = []
+            for message in parser.feed(chunk):
+                if message.type == SET_ENCODINGS:
+                    message = filter_encodings(message)
+                elif message.type == SET_DESKTOP_SIZE:
+                    continue  # the screen size belongs to the environment's state
+                elif message.type in INPUT_TYPES:
+                    viewer.input_messages += 1
+                    if viewer.role != "control" or not self.control.human_input(viewer.id):
+                        viewer.dropped_messages += 1
+                        continue
+                    self.on_human_input()
+                    for tap in list(self.taps):
+                        try:
+                            tap(viewer, message, arrived)
+                        except Exception:
+                            log.exception("a VNC tap failed")
+                    if message.type == POINTER_EVENT:
+                        out.append(self._pointer_message(message))
+                        continue
+                out.append(message.data)
+            if out:
+                await upstream.write(b"".join(out))
+
+
+async def _copy(source: Stream, sink: Stream) -> None:
+    while True:
+        await sink.write(await source.read_some())
+
+
+async def _upstream_handshake(upstream: Stream) -> bytes:
+    """Log in to x11vnc (security None over its private socket); return its ServerInit."""
+    version = await upstream.read(12)
+    if not version.startswith(b"RFB "):
+        raise RfbError(f"x11vnc answered {version!r}")
+    await upstream.write(PROTOCOL_38)
+    (count,) = await upstream.read(1)
+    if count == 0:
+        (length,) = struct.unpack(">I", await upstream.read(4))
+        raise RfbError(f"x11vnc refused: {(await upstream.read(length)).decode(errors='replace')}")
+    types = await upstream.read(count)
+    if SECURITY_NONE not in types:
+        raise RfbError(f"x11vnc offers no security type None ({list(types)})")
+    await upstream.write(bytes([SECURITY_NONE]))
+    (result,) = struct.unpack(">I", await upstream.read(4))
+    if result != 0:
+        raise RfbError("x11vnc refused the connection")
+    await upstream.write(b"\x01")  # ClientInit: shared
+    header = await upstream.read(24)
+    (name_length,) = struct.unpack_from(">I", header, 20)
+    return header + await upstream.read(name_length)
+
+
+async def viewer_handshake(stream: Stream, security: int) -> tuple[bytes | None, bytes | None]:
+    """The server side of the RFB handshake up to the security result.
+
+    With ``SECURITY_VNC`` returns ``(challenge, response)`` for the caller to check (then call
+    :func:`finish_security`); with ``SECURITY_NONE`` the handshake is complete and returns ``(None, None)``.
+    """
+    await stream.write(PROTOCOL_38)
+    version = await stream.read(12)
+    if not version.startswith(b"RFB 003."):
+        raise RfbError(f"not a VNC viewer: {version!r}")
+    minor = int(version[8:11] or b"0")
+    if minor < 7:  # 3.3: the server picks the security type
+        await stream.write(struct.pack(">I", security))
+    else:
+        await stream.write(bytes([1, security]))
+        (chosen,) = await stream.read(1)
+        if chosen != security:
+            raise RfbError(f"viewer chose security type {chosen}, offered {security}")
+    if security == SECURITY_NONE:
+        if minor >= 8:
+            await stream.write(struct.pack(">I", 0))
+        return None, None
+    challenge = new_challenge()
+    await stream.write(challenge)
+    response = await stream.read(16)
+    return challenge, response
+
+
+async def finish_security(stream: Stream, ok: bool, reason: str = "authentication failed") -> None:
+    if ok:
+        await stream.write(struct.pack(">I", 0))
+    else:
+        encoded = reason.encode()
+        await stream.write(struct.pack(">II", 1, len(encoded)) + encoded)
+
+
+__all__ = [
+    "AsyncioStream", "Role", "Tap", "Viewer", "VncSession", "WebSocketStream", "finish_security",
+    "new_password", "viewer_handshake",
+]

@@ -1,0 +1,186 @@
+"""The parts of the RFB (VNC) protocol the proxy needs: handshakes, VNC authentication, and a parser of the
+client-to-server message stream.
+
+The proxy must understand every message a viewer sends: it drops input from view-only viewers, hands human
+input to the recorders, and must know where each message ends to do either. So it also removes from the
+viewer's SetEncodings the extensions whose client messages it does not parse (QEMU key events, xvp,
+desktop resizing, the extended clipboard); viewers then fall back to the core messages.
+
+RFC 6143 is the reference.
+"""
+
+from __future__ import annotations
+
+import secrets
+import struct
+from dataclasses import dataclass
+
+from ..errors import HciEnvsError
+
+PROTOCOL_38 = b"RFB 003.008\n"
+SECURITY_NONE = 1
+SECURITY_VNC = 2
+
+SET_PIXEL_FORMAT = 0
+SET_ENCODINGS = 2
+FRAMEBUFFER_UPDATE_REQUEST = 3
+KEY_EVENT = 4
+POINTER_EVENT = 5
+CLIENT_CUT_TEXT = 6
+ENABLE_CONTINUOUS_UPDATES = 150
+CLIENT_FENCE = 248
+SET_DESKTOP_SIZE = 251
+
+INPUT_TYPES = frozenset({KEY_EVENT, POINTER_EVENT, CLIENT_CUT_TEXT})
+MESSAGE_NAMES = {
+    SET_PIXEL_FORMAT: "SetPixelFormat", SET_ENCODINGS: "SetEncodings",
+    FRAMEBUFFER_UPDATE_REQUEST: "FramebufferUpdateRequest", KEY_EVENT: "KeyEvent", POINTER_EVENT: "PointerEvent",
+    CLIENT_CUT_TEXT: "ClientCutText", ENABLE_CONTINUOUS_UPDATES: "EnableContinuousUpdates",
+    CLIENT_FENCE: "ClientFence", SET_DESKTOP_SIZE: "SetDesktopSize",
+}
+
+#: Pseudo-encodings whose client messages the proxy does not parse or does not allow.
+_REFUSED_ENCODINGS = frozenset({
+    -258,  # QEMU extended key event (message 255)
+    -259,  # QEMU audio
+    -305,  # gii (message 253)
+    -308,  # ExtendedDesktopSize (lets the viewer resize the screen with SetDesktopSize)
+    -309,  # xvp (message 250)
+    -1063131698,  # extended clipboard (0xC0A1E5CE, ClientCutText with a negative length)
+})
+#: Longest clipboard a viewer may send.
+MAX_CUT_TEXT = 16 * 1024 * 1024
+
+
+class RfbError(HciEnvsError):
+    code = "RFB_ERROR"
+
+
+@dataclass(frozen=True)
+class ClientMessage:
+    """One complete client-to-server message: its type, the bytes to forward, and the decoded fields of the
+    input messages (``down``/``key`` for KeyEvent, ``mask``/``x``/``y`` for PointerEvent, ``text``)."""
+
+    type: int
+    data: bytes
+    down: bool = False
+    key: int = 0
+    mask: int = 0
+    x: int = 0
+    y: int = 0
+    text: str = ""
+
+    @property
+    def name(self) -> str:
+        return MESSAGE_NAMES.get(self.type, str(self.type))
+
+    def to_dict(self) -> dict[str, object]:
+        if self.type == KEY_EVENT:
+            return {"msg": "KeyEvent", "down": self.down, "keysym": self.key}
+        if self.type == POINTER_EVENT:
+            return {"msg": "PointerEvent", "mask": self.mask, "x": self.x, "y": self.y}
+        if self.type == CLIENT_CUT_TEXT:
+            return {"msg": "ClientCutText", "text": self.text}
+        return {"msg": self.name}
+
+
+class ClientMessageParser:
+    """Splits the viewer's byte stream into messages. ``feed(bytes)`` returns the complete ones."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[ClientMessage]:
+        self._buf += data
+        out = []
+        while self._buf:
+            size = self._size()
+            if size is None or len(self._buf) < size:
+                break
+            raw = bytes(self._buf[:size])
+            del self._buf[:size]
+            out.append(_decode(raw))
+        return out
+
+    def _size(self) -> int | None:
+        b = self._buf
+        kind = b[0]
+        if kind == SET_PIXEL_FORMAT:
+            return 20
+        if kind == SET_ENCODINGS:
+            return None if len(b) < 4 else 4 + 4 * struct.unpack_from(">H", b, 2)[0]
+        if kind == FRAMEBUFFER_UPDATE_REQUEST:
+            return 10
+        if kind == KEY_EVENT:
+            return 8
+        if kind == POINTER_EVENT:
+            return 6
+        if kind == CLIENT_CUT_TEXT:
+            if len(b) < 8:
+                return None
+            (length,) = struct.unpack_from(">i", b, 4)
+            if length < 0 or length > MAX_CUT_TEXT:
+                raise RfbError(f"viewer sent a clipboard of {length} bytes")
+            return 8 + length
+        if kind == ENABLE_CONTINUOUS_UPDATES:
+            return 10
+        if kind == CLIENT_FENCE:
+            return None if len(b) < 9 else 9 + b[8]
+        if kind == SET_DESKTOP_SIZE:
+            return None if len(b) < 8 else 8 + 16 * b[6]
+        raise RfbError(f"viewer sent an unsupported message type {kind}")
+
+
+def _decode(raw: bytes) -> ClientMessage:
+    kind = raw[0]
+    if kind == KEY_EVENT:
+        down, key = struct.unpack_from(">BxxI", raw, 1)
+        return ClientMessage(kind, raw, down=bool(down), key=key)
+    if kind == POINTER_EVENT:
+        mask, x, y = struct.unpack_from(">BHH", raw, 1)
+        return ClientMessage(kind, raw, mask=mask, x=x, y=y)
+    if kind == CLIENT_CUT_TEXT:
+        return ClientMessage(kind, raw, text=raw[8:].decode("latin-1"))
+    return ClientMessage(kind, raw)
+
+
+def filter_encodings(message: ClientMessage) -> ClientMessage:
+    """Drop the pseudo-encodings whose client messages the proxy does not handle."""
+    (count,) = struct.unpack_from(">H", message.data, 2)
+    encodings = struct.unpack_from(f">{count}i", message.data, 4)
+    kept = [e for e in encodings if e not in _REFUSED_ENCODINGS]
+    data = struct.pack(f">BxH{len(kept)}i", SET_ENCODINGS, len(kept), *kept)
+    return ClientMessage(SET_ENCODINGS, data)
+
+
+# -- VNC authentication -------------------------------------------------------------------------------------
+def _des_key(password: str) -> bytes:
+    key = password.encode("latin-1")[:8].ljust(8, b"\0")
+    # VNC uses the password's bytes with their bit order reversed as the DES key.
+    return bytes(int(f"{b:08b}"[::-1], 2) for b in key)
+
+
+def vnc_response(password: str, challenge: bytes) -> bytes:
+    """The 16-byte answer a viewer gives to ``challenge`` with ``password`` (DES, as RFC 6143 7.2.2)."""
+    from cryptography.hazmat.decrepit.ciphers.algorithms import TripleDES
+    from cryptography.hazmat.primitives.ciphers import Cipher, modes
+
+    key = _des_key(password)
+    encryptor = Cipher(TripleDES(key * 3), modes.ECB()).encryptor()  # K1=K2=K3: single DES
+    return encryptor.update(challenge) + encryptor.finalize()
+
+
+def new_challenge() -> bytes:
+    return secrets.token_bytes(16)
+
+
+def new_password() -> str:
+    """A random VNC password: 8 characters, the most the protocol uses."""
+    alphabet = "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789"
+    return "".join(secrets.choice(alphabet) for _ in range(8))
+
+
+def server_init_size(header: bytes) -> int:
+    """Bytes still to read of a ServerInit whose first 24 bytes are ``header`` (the desktop name)."""
+    (name_length,) = struct.unpack_from(">I", header, 20)
+    return name_length
