@@ -114,6 +114,7 @@ def serve(args: argparse.Namespace) -> int:
         max_sessions=args.max_sessions, idle_timeout=args.idle_timeout, control_token=args.control_token,
         agent_token=args.agent_token, agent_tokens=args.agent_tokens or None, public_url=args.public_url,
         vnc=not args.no_vnc, vnc_port=args.vnc_port, takeover_timeout=args.takeover_timeout,
+        episodes_dir=args.episodes_dir,
     )
     config.on_ready = lambda server: _print_ready(server, sys.stdout)
     app = create_app(config)
@@ -176,10 +177,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vnc-port", type=int, help="also a raw VNC port for native viewers (0 picks a free one)")
     p.add_argument("--takeover-timeout", type=float, default=30.0,
                    help="seconds without human input before a person's hold on the desktop lapses")
+    p.add_argument("--episodes-dir", default="episodes", help="where recordings go (default ./episodes)")
     p.add_argument("--observation-format", choices=("png", "jpeg", "webp", "none"),
                    help="screenshot format in step observations")
     p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
     p.add_argument("--exit-with-stdin", action="store_true", help=argparse.SUPPRESS)
+
+    from . import plugins
+
+    for register in plugins.load_all(plugins.CLI):  # commands of other packages (recorders: record, replay)
+        register(sub, command)
     return parser
 
 

@@ -1,0 +1,21 @@
+"""Human demonstrations: the VNC tap, the event-to-action reducer, the episode store, replay and export.
+
+    from recorders import Recorder, load_episode, replay_episode, reduce_events
+"""
+
+from .reducer import RawEvent, ReducedAction, Reducer, Thresholds, reduce_events
+from .recorder import Recorder
+from .store import Episode, EpisodeFormatError, load_episode
+
+__all__ = [
+    "Episode", "EpisodeFormatError", "RawEvent", "Recorder", "ReducedAction", "Reducer", "Thresholds",
+    "load_episode", "reduce_events", "replay_episode",
+]
+
+
+def __getattr__(name: str):  # replay pulls in the desktop runtime; import it only when asked for
+    if name == "replay_episode":
+        from .replay import replay_episode
+
+        return replay_episode
+    raise AttributeError(name)

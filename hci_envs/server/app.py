@@ -207,6 +207,7 @@ class HciServer:
     def setup_session(self, session: Session) -> None:
         """Attach the per-session services (VNC) and publish the session's URLs in its state."""
         info: dict[str, Any] = {"session_id": session.id, "mcp_url": self.mcp_url(session)}
+        session.on_close.append(lambda: session.recorder.stop("the session closed") if session.recorder else None)
         if self.config.vnc:
             from .vnc_routes import attach_vnc
 
@@ -298,8 +299,11 @@ def create_app(config: ServerConfig) -> HciApp:
     from .control import install_control_plane
     from .vnc_routes import install_vnc
 
+    from .recording_routes import install_recording
+
     install_control_plane(app, server)
     if config.vnc:
         install_vnc(app, server)
+    install_recording(app, server)
     guard = not config.exposed and not config.control_token and not config.agent_tokens
     return HciApp(app, server, mcp_endpoint, guard)

@@ -53,6 +53,8 @@ class ServerConfig:
     vnc_port: int | None = None
     #: Seconds without human input after which a person's hold on the desktop lapses.
     takeover_timeout: float = 30.0
+    #: Where recorded episodes go (one folder each).
+    episodes_dir: str = "episodes"
     #: Called (with the HciServer) once the default session is up; the CLI prints the URLs from it.
     on_ready: Any = None
 

@@ -38,6 +38,8 @@ class Session:
     on_close: list[Callable[[], None]] = field(default_factory=list)
     #: The VNC side of the session (hci_envs.vnc.VncSession), when the server offers VNC.
     vnc: Any = None
+    #: The session's recorder (recorders.Recorder), while one exists.
+    recorder: Any = None
 
     @property
     def idle_seconds(self) -> float:

@@ -1,0 +1,102 @@
+"""``hci-envs record | replay | export | import``: registered through the ``hci_envs.cli`` entry point."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+import httpx
+
+from hci_envs.errors import TransportError, error_from_dict
+
+
+def register(sub: Any, command: Any) -> None:
+    p = sub.add_parser("record", help="control the recording of a session (human demonstrations, agent runs)")
+    p.add_argument("action", choices=("start", "stop", "pause", "resume", "status"))
+    p.add_argument("--url", default=os.environ.get("HCI_ENVS_URL", "http://127.0.0.1:8000"),
+                   help="the server (default http://127.0.0.1:8000 or HCI_ENVS_URL)")
+    p.add_argument("--session", help="a session id (default: the server's default session)")
+    p.add_argument("--control-token", default=os.environ.get("HCI_ENVS_CONTROL_TOKEN"))
+    p.add_argument("--source", choices=("human", "agent", "both"), default="human")
+    p.add_argument("--mask-text", action="store_true", help="store typed text as asterisks")
+    p.add_argument("--name", help="the episode folder's name (default: the time)")
+    p.add_argument("--task", help="a task id to note in meta.json")
+    command("record")(_record)
+
+    p = sub.add_parser("replay", help="replay an episode into a fresh desktop and report how it matched")
+    p.add_argument("episode")
+    p.add_argument("--speed", type=float, default=1.0)
+    p.add_argument("--no-timing", action="store_true", help="run the actions back to back")
+    p.add_argument("--no-compare", action="store_true", help="do not compare screens")
+    p.add_argument("--json", dest="json_out", help="write the full report here")
+    command("replay")(_replay)
+
+    p = sub.add_parser("export", help="episodes to a Hugging Face datasets parquet file")
+    p.add_argument("episodes", nargs="+", help="episode folders, or folders of episodes")
+    p.add_argument("--out", required=True, help="the .parquet file to write")
+    command("export")(_export)
+
+    p = sub.add_parser("import", help="an exported parquet file back into episode folders")
+    p.add_argument("parquet")
+    p.add_argument("--out", required=True, help="the folder to put the episodes in")
+    command("import")(_import)
+
+
+def _record(args: argparse.Namespace) -> int:
+    base = args.url.rstrip("/") + (f"/sessions/{args.session}" if args.session else "")
+    headers = {"Authorization": f"Bearer {args.control_token}"} if args.control_token else {}
+    try:
+        with httpx.Client(timeout=60, headers=headers, trust_env=False) as http:
+            if args.action == "status":
+                response = http.get(f"{base}/recording")
+            else:
+                body = {"command": args.action}
+                if args.action == "start":
+                    body.update(source=args.source, mask_text=args.mask_text, name=args.name, task=args.task)
+                response = http.post(f"{base}/recording", json=body)
+    except httpx.HTTPError as exc:
+        raise TransportError(f"cannot reach {args.url}: {exc}") from None
+    data = response.json()
+    if response.status_code >= 400:
+        error = data.get("error") if isinstance(data, dict) else None
+        raise error_from_dict(error or {"message": str(data)})
+    print(json.dumps(data, indent=2))
+    return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from .replay import replay_episode
+
+    report = replay_episode(args.episode, speed=args.speed, timing=not args.no_timing,
+                            compare=not args.no_compare)
+    for step in report.steps:
+        match = "" if step.match is None else f"match {step.match:7.2%}"
+        error = f"  ERROR {step.error}" if step.error else ""
+        print(f"  step {step.index:4d} {step.type:<14} late {step.lateness_ms:8.1f} ms  {match}{error}")
+    print(json.dumps(report.summary(), indent=2))
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump(report.to_dict(), f, indent=2)
+    return 1 if any(s.error for s in report.steps) else 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from .export import export_episodes
+
+    dataset = export_episodes(args.episodes, args.out)
+    print(f"wrote {len(dataset)} steps to {args.out}")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from .export import import_episodes
+
+    folders = import_episodes(args.parquet, args.out)
+    for folder in folders:
+        print(folder)
+    return 0
+
+
+__all__ = ["register"]

@@ -1,0 +1,290 @@
+"""The recorder: a session's input, human (from the VNC tap) or agent (from the executor), into an episode.
+
+Human input arrives as RFB messages from controlling viewers; each is stamped on arrival, written to
+raw/input.jsonl at once, and fed to the reducer, which turns the stream into canonical actions. Agent actions
+are canonical already. A frame thread captures the screen each time it has been stable for a moment after a
+change, and gives every action the stable frame before it and the first stable frame after it.
+
+A reset of the session ends the recording. Pausing excludes input until resumed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from hci_envs import __version__
+
+from .reducer import _MODIFIERS, RawEvent, ReducedAction, Reducer, Thresholds, printable
+from .store import SCHEMA_VERSION, JsonlWriter, new_episode_dir, write_json_atomic
+
+log = logging.getLogger(__name__)
+
+Source = Literal["human", "agent", "both"]
+_MASK_KEYSYM = 0x2A  # "*"
+
+
+class Recorder:
+    """Records one episode of a session. ``start()``, then ``pause()``/``resume()``, then ``stop()``."""
+
+    def __init__(
+        self,
+        env: Any,
+        vnc: Any,
+        root: str | Path,
+        *,
+        source: Source = "human",
+        mask_text: bool = False,
+        name: str | None = None,
+        thresholds: Thresholds | None = None,
+        frame_quiet: float = 0.1,
+        include_observations: bool = False,
+        task: str | None = None,
+    ) -> None:
+        if source in ("human", "both") and vnc is None:
+            raise ValueError("recording human input needs the session's VNC side")
+        self.env = env
+        self.vnc = vnc
+        self.source = source
+        self.mask_text = mask_text
+        self.thresholds = thresholds or Thresholds()
+        self.frame_quiet = frame_quiet
+        self.include_observations = include_observations
+        self.task = task
+        self.path = new_episode_dir(Path(root), name)
+        self.state: Literal["new", "recording", "paused", "stopped"] = "new"
+        self._reducer = Reducer(self.thresholds)
+        self._lock = threading.RLock()
+        self._raw = JsonlWriter(self.path / "raw" / "input.jsonl")
+        self._actions = JsonlWriter(self.path / "actions.jsonl")
+        self._origin = time.monotonic()
+        self._wall_origin = datetime.now(timezone.utc)
+        self._i = 0
+        self._index = 0
+        self._waiting: list[tuple[ReducedAction, str]] = []
+        self._frames: list[tuple[str, float]] = []
+        self._frame_generation: int | None = None
+        self._held_mods: set[str] = set()
+        self._thread: threading.Thread | None = None
+        self._stop_reason: str | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    def _meta(self) -> dict[str, Any]:
+        env = self.env
+        cls = type(env)
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "env": f"{cls.__module__}:{cls.__qualname__}",
+            "task": self.task,
+            "episode_id": env.state.episode_id,
+            "screen": {"width": env.declared_state.width, "height": env.declared_state.height},
+            "start_state": env.declared_state.model_dump(),
+            "image_digest": os.environ.get("HCI_ENVS_IMAGE_DIGEST"),
+            "clock_origin": {"monotonic": self._origin, "wall": self._wall_origin.isoformat()},
+            "source": self.source,
+            "mask_text": self.mask_text,
+            "thresholds": self.thresholds.to_dict(),
+            "recorder": {"name": "hci-envs", "version": __version__},
+            "state": self.state,
+            "ended": None if self.state != "stopped" else datetime.now(timezone.utc).isoformat(),
+            "end_reason": self._stop_reason,
+            "counts": {"raw": self._raw.count, "actions": self._actions.count, "frames": len(self._frames)},
+        }
+
+    def start(self) -> Recorder:
+        with self._lock:
+            if self.state != "new":
+                return self
+            self.state = "recording"
+            write_json_atomic(self.path / "meta.json", self._meta())
+            self._capture_frame()  # the screen the episode starts from
+            if self.source in ("human", "both"):
+                self.vnc.taps.append(self.on_human)
+            if self.source in ("agent", "both"):
+                self.env.executor.observers.append(self.on_agent)
+            self.env.listeners.append(self._on_env_event)
+        self._thread = threading.Thread(target=self._frames_loop, name="recorder-frames", daemon=True)
+        self._thread.start()
+        return self
+
+    def pause(self) -> None:
+        with self._lock:
+            if self.state == "recording":
+                self._emit(self._reducer.flush())
+                self.state = "paused"
+                write_json_atomic(self.path / "meta.json", self._meta())
+
+    def resume(self) -> None:
+        with self._lock:
+            if self.state == "paused":
+                self._reducer = Reducer(self.thresholds)  # input before the pause does not carry over
+                self._held_mods.clear()
+                self.state = "recording"
+                write_json_atomic(self.path / "meta.json", self._meta())
+
+    def stop(self, reason: str = "stopped") -> dict[str, Any]:
+        with self._lock:
+            if self.state == "stopped":
+                return self.status()
+            self._emit(self._reducer.flush())
+            self.state = "stopped"
+            self._stop_reason = reason
+            self._detach()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        with self._lock:
+            try:
+                self._settle_and_capture()
+            except Exception:  # the desktop may be gone (a reset ended the recording)
+                log.debug("no final frame", exc_info=True)
+            self._write_waiting(final=True)
+            write_json_atomic(self.path / "meta.json", self._meta())
+            self._raw.close()
+            self._actions.close()
+        return self.status()
+
+    def _detach(self) -> None:
+        for collection, item in ((getattr(self.vnc, "taps", []), self.on_human),
+                                 (getattr(getattr(self.env, "executor", None), "observers", []), self.on_agent),
+                                 (self.env.listeners, self._on_env_event)):
+            try:
+                collection.remove(item)
+            except ValueError:
+                pass
+
+    def _on_env_event(self, event: str) -> None:
+        if event == "reset":
+            threading.Thread(target=self.stop, args=("the session was reset",), daemon=True).start()
+
+    def status(self) -> dict[str, Any]:
+        return {"state": self.state, "path": str(self.path), "source": self.source, "mask_text": self.mask_text,
+                "raw_events": self._raw.count, "actions": self._actions.count, "frames": len(self._frames),
+                "end_reason": self._stop_reason}
+
+    def now(self) -> float:
+        return time.monotonic() - self._origin
+
+    # -- input -----------------------------------------------------------------------------------------
+    def on_human(self, viewer: Any, message: Any, arrived: float) -> None:
+        """The VNC tap: called on the proxy's event loop for each human input message, so it stays short."""
+        if self.state != "recording":
+            return
+        record: dict[str, Any] = {"t": round(arrived - self._origin, 6), "source": "human", "viewer": viewer.id,
+                                  **message.to_dict()}
+        if self.mask_text:
+            self._mask(record)
+        with self._lock:
+            if self.state != "recording":
+                return
+            record["i"] = self._i
+            self._i += 1
+            self._raw.write(record)
+            self._emit(self._reducer.feed(RawEvent.from_dict(record)))
+
+    def _mask(self, record: dict[str, Any]) -> None:
+        if record["msg"] == "KeyEvent":
+            name = _MODIFIERS.get(record["keysym"])
+            if name is not None:
+                (self._held_mods.add if record["down"] else self._held_mods.discard)(name)
+            elif printable(record["keysym"]) and not self._held_mods & {"ctrl", "alt", "super"}:
+                record["keysym"] = _MASK_KEYSYM
+        elif record["msg"] == "ClientCutText":
+            record["text"] = "*" * len(record["text"])
+
+    def on_agent(self, action: Any, result: Any) -> None:
+        """The executor's observer: an agent action, already canonical."""
+        if self.state != "recording" or (action.read_only and not self.include_observations):
+            return
+        t_end = self.now()
+        t_start = max(0.0, t_end - result.elapsed_ms / 1000)
+        data = action.model_dump(mode="json", exclude_defaults=True)
+        data["type"] = action.type
+        if self.mask_text and action.type in ("type_text", "clipboard_set"):
+            data["text"] = "*" * len(data.get("text", ""))
+        with self._lock:
+            index = self._i
+            self._i += 1
+            self._raw.write({"i": index, "t": round(t_start, 6), "source": "agent", "msg": "action", "action": data})
+            self._waiting.append((ReducedAction(data, t_start, t_end, (index, index)), "agent"))
+
+    def _emit(self, actions: list[ReducedAction]) -> None:
+        if self.mask_text:
+            for a in actions:
+                if a.action["type"] == "type_text":
+                    a.action["text"] = "*" * len(a.action["text"])
+        self._waiting.extend((a, "human") for a in actions)
+
+    # -- frames ----------------------------------------------------------------------------------------
+    def _frames_loop(self) -> None:
+        while self.state in ("recording", "paused"):
+            time.sleep(0.05)
+            try:
+                with self._lock:
+                    if self.state == "recording":
+                        self._emit(self._reducer.tick(self.now()))
+                self._maybe_capture()
+                with self._lock:
+                    self._write_waiting(final=False)
+            except Exception:
+                if self.state in ("recording", "paused"):
+                    log.exception("recorder frame loop")
+                    time.sleep(0.5)
+
+    def _maybe_capture(self) -> None:
+        events = self.env.desktop.events
+        generation = events.damage_generation()
+        if generation == self._frame_generation:
+            return
+        quiet = events.seconds_since_damage()
+        latest = self._frames[-1][1] if self._frames else 0.0
+        # capture once stable; a screen that never stops changing is captured every two seconds anyway
+        if quiet >= self.frame_quiet or self.now() - latest > 2.0:
+            with self._lock:
+                self._capture_frame(generation)
+
+    def _capture_frame(self, generation: int | None = None) -> None:
+        desktop = self.env.desktop
+        if generation is None:
+            generation = desktop.events.damage_generation()
+        image = desktop.screen.capture(fmt="png")
+        name = f"{len(self._frames):06d}.png"
+        tmp = self.path / "frames" / (name + ".tmp")
+        tmp.write_bytes(image.data)
+        os.replace(tmp, self.path / "frames" / name)
+        self._frames.append((name, self.now()))
+        self._frame_generation = generation
+
+    def _settle_and_capture(self) -> None:
+        desktop = self.env.desktop
+        if desktop is None:
+            return
+        desktop.events.wait_settled(self.frame_quiet, 2.0)
+        if desktop.events.damage_generation() != self._frame_generation:
+            self._capture_frame()
+
+    def _write_waiting(self, final: bool) -> None:
+        """Write the actions whose after-frame exists, in order."""
+        now = self.now()
+        while self._waiting:
+            action, source = self._waiting[0]
+            before = None
+            after = None
+            for name, t in self._frames:
+                if t <= action.t_start:
+                    before = name
+                elif after is None and t > action.t_end:
+                    after = name
+            if after is None:
+                if not final and now - action.t_end < 2.0:
+                    break  # wait for the screen to settle after it
+                after = self._frames[-1][0] if self._frames else None
+            self._waiting.pop(0)
+            record = {"index": self._index, **action.to_dict(), "frame_before": before, "frame_after": after,
+                      "source": source}
+            self._index += 1
+            self._actions.write(record)

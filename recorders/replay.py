@@ -1,0 +1,140 @@
+"""Replay: drive a recorded episode's actions through the executor agents use, into a fresh session reset
+to the recorded start, keeping the recorded timing, and report how each step's screen matched the recording
+and how late each step started.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hci_envs.errors import ConfigError, HciEnvsError
+
+from .store import Episode, load_episode
+
+
+@dataclass
+class StepReport:
+    index: int
+    type: str
+    scheduled_s: float
+    lateness_ms: float
+    match: float | None = None
+    error: str | None = None
+
+
+@dataclass
+class ReplayReport:
+    episode: str
+    steps: list[StepReport] = field(default_factory=list)
+    final_match: float | None = None
+
+    def summary(self) -> dict[str, Any]:
+        lateness = sorted(s.lateness_ms for s in self.steps)
+        matches = [s.match for s in self.steps if s.match is not None]
+
+        def pct(q: float) -> float | None:
+            return round(lateness[min(len(lateness) - 1, round(q * (len(lateness) - 1)))], 2) if lateness else None
+
+        return {
+            "steps": len(self.steps),
+            "errors": sum(1 for s in self.steps if s.error),
+            "lateness_p50_ms": pct(0.5),
+            "lateness_p99_ms": pct(0.99),
+            "mean_match": round(sum(matches) / len(matches), 4) if matches else None,
+            "min_match": round(min(matches), 4) if matches else None,
+            "final_match": self.final_match,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"episode": self.episode, "summary": self.summary(), "steps": [asdict(s) for s in self.steps]}
+
+
+def screen_match(image: Any, recorded: Path, mask: list[tuple[int, int, int, int]] = ()) -> float:
+    """The share of pixels identical between a screen and a recorded frame, outside the masked boxes."""
+    from PIL import Image, ImageChops
+
+    reference = Image.open(recorded).convert("RGB")
+    current = Image.open(io.BytesIO(image.data)).convert("RGB") if hasattr(image, "data") else image.convert("RGB")
+    if reference.size != current.size:
+        return 0.0
+    diff = ImageChops.difference(current, reference).convert("L").point(lambda v: 255 if v else 0)
+    for x, y, w, h in mask:
+        diff.paste(0, (x, y, x + w, y + h))
+    return round(1 - diff.histogram()[255] / (reference.width * reference.height), 6)
+
+
+def load_env_class(spec: str) -> type:
+    module, _, name = spec.partition(":")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in name.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot load the recorded environment {spec!r}: {exc}") from exc
+    return obj
+
+
+def replay_episode(
+    episode: str | Path | Episode,
+    *,
+    env: Any = None,
+    start_state: dict[str, Any] | None = None,
+    speed: float = 1.0,
+    timing: bool = True,
+    compare: bool = True,
+    mask: list[tuple[int, int, int, int]] = (),
+    settle_quiet: float = 0.1,
+) -> ReplayReport:
+    """Replay an episode. Without ``env`` a fresh environment of the recorded class is made (and closed)
+    with the recorded start state (or ``start_state``)."""
+    ep = episode if isinstance(episode, Episode) else load_episode(episode)
+    if speed <= 0:
+        raise ConfigError("speed must be positive")
+    own_env = env is None
+    if env is None:
+        cls = load_env_class(ep.meta["env"])
+        env = cls(start_state=start_state or ep.meta.get("start_state"))
+    report = ReplayReport(str(ep.path))
+    try:
+        env.reset()
+        executor = env.executor
+        actions = ep.actions
+        t_first = actions[0]["t_start"] if actions else 0.0
+        start = time.monotonic()
+        for n, record in enumerate(actions):
+            scheduled = (record["t_start"] - t_first) / speed
+            for x, y in record.get("pre_move") or []:
+                executor.run({"type": "mouse_move", "x": x, "y": y})
+            if timing:
+                delay = scheduled - (time.monotonic() - start)
+                if delay > 0:
+                    time.sleep(delay)
+            lateness = ((time.monotonic() - start) - scheduled) * 1000 if timing else 0.0
+            step = StepReport(record["index"], record["action"]["type"], round(scheduled, 4), round(lateness, 2))
+            try:
+                executor.run(record["action"])
+            except HciEnvsError as exc:
+                step.error = exc.message
+            if compare and record.get("frame_after"):
+                if n + 1 < len(actions):
+                    next_at = (actions[n + 1]["t_start"] - t_first) / speed
+                    budget = max(0.0, next_at - (time.monotonic() - start)) if timing else 2.0
+                else:
+                    budget = 2.0
+                env.desktop.events.wait_settled(min(settle_quiet, budget), min(2.0, budget))
+                step.match = screen_match(env.desktop.screen.capture(fmt="png"), ep.frame(record["frame_after"]), mask)
+            report.steps.append(step)
+        if compare and actions:
+            last = actions[-1].get("frame_after")
+            if last:
+                env.desktop.events.wait_settled(settle_quiet, 3.0)
+                report.final_match = screen_match(env.desktop.screen.capture(fmt="png"), ep.frame(last), mask)
+    finally:
+        if own_env:
+            env.close()
+    return report

@@ -1,0 +1,161 @@
+"""The episode folder: what a recording leaves on disk, written append-only and read back with checks.
+
+    EPISODE/
+      meta.json          schema version, environment, task, screen size, image digest, clock origin, start state
+      raw/input.jsonl    every input message as it arrived: {"i", "t", "source", "msg", ...fields}
+      actions.jsonl      canonical actions: {"index", "action", "t_start", "t_end", "raw": [i0, i1],
+                         "frame_before", "frame_after", "source", "pre_move"?}
+      frames/            PNG screens, NNNNNN.png, each captured once the screen was stable
+
+Times are seconds since the clock origin (a monotonic clock; meta.json also records the wall time it
+corresponds to). Every line is flushed as it is written, so a recorder killed mid-episode leaves files that
+read back up to its last event.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hci_envs.actions import parse_action
+from hci_envs.errors import HciEnvsError
+
+SCHEMA_VERSION = 1
+
+
+class EpisodeFormatError(HciEnvsError, ValueError):
+    """An episode file is missing, truncated or malformed; the message names the file and line."""
+
+    code = "EPISODE_FORMAT"
+
+
+class JsonlWriter:
+    """Appends one JSON object per line and flushes each, under a lock."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(path, "a", encoding="utf-8")
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        with self._lock:
+            self._file.write(line + "\n")
+            self._file.flush()
+            self.count += 1
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@dataclass
+class Episode:
+    """An episode read from disk."""
+
+    path: Path
+    meta: dict[str, Any]
+    raw: list[dict[str, Any]] = field(default_factory=list)
+    actions: list[dict[str, Any]] = field(default_factory=list)
+
+    def frame(self, name: str | None) -> Path | None:
+        return None if name is None else self.path / "frames" / name
+
+    @property
+    def screen(self) -> tuple[int, int]:
+        return int(self.meta["screen"]["width"]), int(self.meta["screen"]["height"])
+
+
+def _read_jsonl(path: Path, allow_torn_tail: bool) -> list[dict[str, Any]]:
+    if not path.exists():
+        raise EpisodeFormatError(f"{path}: missing", file=str(path))
+    records = []
+    lines = path.read_text(encoding="utf-8", errors="strict").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for number, line in enumerate(lines, start=1):
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            if allow_torn_tail and number == len(lines):
+                break  # the last line was being written when the recorder died
+            raise EpisodeFormatError(f"{path}:{number}: not valid JSON ({exc})", file=str(path),
+                                     line=number) from None
+        if not isinstance(record, dict):
+            raise EpisodeFormatError(f"{path}:{number}: expected a JSON object", file=str(path), line=number)
+        records.append(record)
+    return records
+
+
+def load_episode(path: str | Path, *, allow_torn_tail: bool = True) -> Episode:
+    """Read and check an episode folder. Raises :class:`EpisodeFormatError` naming the file and line.
+
+    ``allow_torn_tail`` accepts a last line cut off mid-write (what a killed recorder can leave).
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise EpisodeFormatError(f"{root}: not an episode folder", file=str(root))
+    meta_path = root / "meta.json"
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise EpisodeFormatError(f"{meta_path}: missing", file=str(meta_path)) from None
+    except ValueError as exc:
+        raise EpisodeFormatError(f"{meta_path}: not valid JSON ({exc})", file=str(meta_path)) from None
+    for key in ("schema_version", "screen", "clock_origin"):
+        if key not in meta:
+            raise EpisodeFormatError(f"{meta_path}: no '{key}'", file=str(meta_path), field=key)
+    if meta["schema_version"] != SCHEMA_VERSION:
+        raise EpisodeFormatError(
+            f"{meta_path}: schema version {meta['schema_version']} is not {SCHEMA_VERSION}", file=str(meta_path)
+        )
+    raw_path = root / "raw" / "input.jsonl"
+    raw = _read_jsonl(raw_path, allow_torn_tail)
+    for number, record in enumerate(raw, start=1):
+        for key in ("i", "t", "msg"):
+            if key not in record:
+                raise EpisodeFormatError(f"{raw_path}:{number}: no '{key}'", file=str(raw_path), line=number)
+    actions_path = root / "actions.jsonl"
+    actions = _read_jsonl(actions_path, allow_torn_tail)
+    screen = (int(meta["screen"]["width"]), int(meta["screen"]["height"]))
+    for number, record in enumerate(actions, start=1):
+        where = f"{actions_path}:{number}"
+        for key in ("index", "action", "t_start", "t_end"):
+            if key not in record:
+                raise EpisodeFormatError(f"{where}: no '{key}'", file=str(actions_path), line=number, field=key)
+        try:
+            parse_action(record["action"], screen=screen)
+        except HciEnvsError as exc:
+            raise EpisodeFormatError(f"{where}: invalid action: {exc.message}", file=str(actions_path),
+                                     line=number) from None
+        for key in ("frame_before", "frame_after"):
+            name = record.get(key)
+            if name is not None and not (root / "frames" / name).exists():
+                raise EpisodeFormatError(f"{where}: {key} {name!r} is not in frames/", file=str(actions_path),
+                                         line=number, field=key)
+    return Episode(root, meta, raw, actions)
+
+
+def new_episode_dir(root: Path, name: str | None = None) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    base = name or time.strftime("%Y%m%d-%H%M%S")
+    path = root / base
+    n = 1
+    while path.exists():
+        n += 1
+        path = root / f"{base}-{n}"
+    (path / "raw").mkdir(parents=True)
+    (path / "frames").mkdir()
+    return path
