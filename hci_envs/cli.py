@@ -114,7 +114,7 @@ def serve(args: argparse.Namespace) -> int:
         max_sessions=args.max_sessions, idle_timeout=args.idle_timeout, control_token=args.control_token,
         agent_token=args.agent_token, agent_tokens=args.agent_tokens or None, public_url=args.public_url,
         vnc=not args.no_vnc, vnc_port=args.vnc_port, takeover_timeout=args.takeover_timeout,
-        episodes_dir=args.episodes_dir,
+        episodes_dir=args.episodes_dir, action_mode=args.action_mode,
     )
     config.on_ready = lambda server: _print_ready(server, sys.stdout)
     app = create_app(config)
@@ -144,6 +144,8 @@ def _print_ready(server: Any, out: Any) -> None:
     state = session.env.state
     lines = [f"hci-envs: desktop ready ({state.screen_width}x{state.screen_height})"]
     lines.append(f"  {'MCP endpoint:':<18}{server.mcp_url(session)}")
+    other = "code" if session.mode == "tools" else "tools"
+    lines.append(f"  {'MCP (' + ('CodeAct' if other == 'code' else 'tools') + '):':<18}{server.mcp_url(session, other)}")
     for label, key in (("VNC (control)", "vnc_url"), ("VNC (view only)", "vnc_view_url"), ("VNC native", "vnc_native")):
         value = session.env.session_info.get(key)
         if value:
@@ -177,6 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vnc-port", type=int, help="also a raw VNC port for native viewers (0 picks a free one)")
     p.add_argument("--takeover-timeout", type=float, default=30.0,
                    help="seconds without human input before a person's hold on the desktop lapses")
+    p.add_argument("--action-mode", choices=("tools", "code"), default="tools",
+                   help="the agent interface sessions advertise: one tool per call, or CodeAct")
     p.add_argument("--episodes-dir", default="episodes", help="where recordings go (default ./episodes)")
     p.add_argument("--observation-format", choices=("png", "jpeg", "webp", "none"),
                    help="screenshot format in step observations")

@@ -18,7 +18,9 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import Field
 
 from .actions import ACTIONS, parse_action
 from .actions.models import ActionBase, Screenshot
@@ -34,8 +36,13 @@ from .errors import (
     UnknownToolError,
 )
 from .protocol import EnvState, ImageData, Mode, Observation, ObservationSpec, StartState
-from .tools import ToolOutput, ToolSpec
+from .tools import ToolOutput, ToolSpec, tool
 from .trait import Trait
+
+#: The tool that runs CodeAct code; CodeAct code itself cannot call it.
+CODE_TOOL = "execute_code"
+#: Tools of the environment itself (not of a trait): discovery and CodeAct.
+BASE_TOOLS = ("find_tools", "browse_tools", CODE_TOOL)
 
 log = logging.getLogger(__name__)
 
@@ -110,8 +117,16 @@ class DesktopEnvironment(Trait):
         self._pristine_home: frozenset[tuple[str, int, int]] = frozenset()
         self.seed: int | None = None
         self.last_used = time.monotonic()
+        self._code_runner: Any = None  # hci_envs.interpreter.Interpreter, per episode
 
     # -- the tools -------------------------------------------------------------------------------------
+    @classmethod
+    def tool_specs(cls) -> dict[str, ToolSpec]:
+        """The traits' tools, then the environment's own (discovery and CodeAct)."""
+        specs = super().tool_specs()
+        return {**{n: s for n, s in specs.items() if n not in BASE_TOOLS},
+                **{n: s for n, s in specs.items() if n in BASE_TOOLS}}
+
     @property
     def home(self) -> Path:
         return self._home
@@ -139,6 +154,86 @@ class DesktopEnvironment(Trait):
         except DesktopDiedError as exc:
             self._mark_truncated(str(exc))
             raise
+
+    @tool(read_only=True)
+    def find_tools(
+        self,
+        query: Annotated[str, Field(description="Words to look for in tool names and descriptions; empty lists all.")] = "",
+        detail: Annotated[Literal["names", "descriptions", "schemas"], Field(description="How much to say per tool.")] = "descriptions",
+        limit: Annotated[int, Field(ge=1, le=200)] = 20,
+    ) -> ToolOutput:
+        """Search this environment's tools by words of their names and descriptions. Use it instead of reading
+        every tool's schema: names only, names with one-line descriptions, or full input schemas."""
+        from .discovery import find_tools
+
+        found = find_tools(self.tools(), query, detail, limit)
+        lines = [f if isinstance(f, str) else f"{f['name']}: {f['description']}" for f in found]
+        return ToolOutput(text="\n".join(lines) or "no tool matches", data={"tools": found})
+
+    @tool(read_only=True)
+    def browse_tools(
+        self,
+        path: Annotated[str, Field(description='"" for the folders (one per trait), "Folder" for its files, '
+                                               '"Folder/tool.py" for one tool\'s signature and docs.')] = "",
+    ) -> ToolOutput:
+        """Browse the tools as a directory: a folder per trait, a Python stub file per tool."""
+        from .discovery import browse_tools
+
+        listing = browse_tools(self.tools(), path)
+        text = listing.get("source") or "\n".join(listing["entries"])
+        return ToolOutput(text=text, data=listing)
+
+    @tool()
+    def execute_code(
+        self,
+        code: Annotated[str, Field(description="Python. Every tool is a function already in scope (keyword "
+                                               "arguments); print what you want to see.", max_length=200_000)],
+        timeout: Annotated[float, Field(gt=0, le=600, description="Seconds before the code is interrupted.")] = 30.0,
+        max_output: Annotated[int, Field(ge=1, le=16_000_000, description="Characters of output kept.")] = 65536,
+    ) -> ToolOutput:
+        """Run Python in which every tool of this environment is a pre-imported function (CodeAct): loop, filter
+        and combine tool results in the code and print only what matters. Variables persist between calls.
+        Imports are not allowed; json, re, math, itertools, collections, statistics, datetime, random and
+        textwrap are already imported. Returns the printed output, the error if any, and every image the
+        tools produced."""
+        result = self.run_code(code, timeout=timeout, max_output=max_output)
+        return ToolOutput(text=result.text(), data=result.data(), images=result.images,
+                          is_error=result.error is not None)
+
+    def code_tools(self) -> dict[str, ToolSpec]:
+        """The tools CodeAct code can call: all of them but the code runner itself."""
+        return {name: spec for name, spec in self.tools().items() if name != CODE_TOOL}
+
+    def run_code(self, code: str, *, timeout: float = 30.0, max_output: int = 65536) -> Any:
+        """Run a code action in this episode's CodeAct interpreter; returns an interpreter RunResult."""
+        from .discovery import function_source
+        from .interpreter import Interpreter, check_code_action
+
+        check_code_action(code)
+        self._require_running()
+        if self._code_runner is None:
+            desktop = self.desktop
+            runner = Interpreter(codeact=True, env=desktop.app_env(), cwd=str(self._home),
+                                 spawn=lambda name, argv, **kw: desktop.processes.spawn(name, argv, **kw))
+            runner.define("".join(function_source(spec) for spec in self.code_tools().values()))
+            self._code_runner = runner
+        tools = self.code_tools()
+
+        def on_call(name: str, arguments: dict[str, Any], result: Any) -> Any:
+            if name not in tools:
+                raise UnknownToolError(f"unknown tool {name!r}")
+            out = self.call_tool(name, arguments)
+            result.images.extend(out.images)
+            if out.is_error:
+                raise ActionError(out.text or f"{name} failed")
+            return out.value()
+
+        return self._code_runner.run(code, timeout=timeout, max_output=max_output, on_call=on_call)
+
+    def _close_code_runner(self) -> None:
+        runner, self._code_runner = self._code_runner, None
+        if runner is not None:
+            runner.close()
 
     def _require_running(self) -> None:
         if self._closed:
@@ -191,6 +286,7 @@ class DesktopEnvironment(Trait):
                 self.on_session_end()
             except Exception:
                 log.exception("on_session_end hook failed")
+        self._close_code_runner()
         self._restore_home(self._snapshots[snapshot] if snapshot else s.home_template)
         config = DesktopConfig(
             width=s.width, height=s.height, depth=s.depth, window_manager=s.window_manager,
@@ -391,7 +487,21 @@ class DesktopEnvironment(Trait):
         )
 
     def parse_code_item(self, item: dict[str, Any]) -> tuple[str, Any]:
-        raise InvalidActionError("this environment does not run code actions", field="code")
+        """A CodeAct step ``{"code": "...", "timeout"?, "max_output"?}``: checked now, run in order."""
+        from .interpreter import check_code_action
+
+        _only(item, {"code", "timeout", "max_output"})
+        code = item["code"]
+        if not isinstance(code, str) or not code.strip():
+            raise InvalidActionError("'code' must be a non-empty string", field="code")
+        check_code_action(code)
+        timeout = item.get("timeout", 30.0)
+        max_output = item.get("max_output", 65536)
+        if not isinstance(timeout, int | float) or not 0 < timeout <= 600:
+            raise InvalidActionError("'timeout' must be a number of seconds in (0, 600]", field="timeout")
+        if not isinstance(max_output, int) or not 0 < max_output <= 16_000_000:
+            raise InvalidActionError("'max_output' must be an integer in (0, 16000000]", field="max_output")
+        return "code", (code, float(timeout), max_output)
 
     def _run_item(self, kind: str, payload: Any) -> _ItemOutput:
         if kind == "list_tools":
@@ -413,6 +523,11 @@ class DesktopEnvironment(Trait):
         return self.run_custom_item(kind, payload)
 
     def run_custom_item(self, kind: str, payload: Any) -> _ItemOutput:
+        if kind == "code":
+            code, timeout, max_output = payload
+            result = self.run_code(code, timeout=timeout, max_output=max_output)
+            extra = {"error": {"code": "CODE_ERROR", "message": result.error}} if result.error else {}
+            return _ItemOutput(result.text(), result.data(), result.images, extra)
         raise InvalidActionError(f"unsupported step item {kind!r}")
 
     def _openenv_call(self, name: str, arguments: dict[str, Any]) -> _ItemOutput:
@@ -491,6 +606,7 @@ class DesktopEnvironment(Trait):
                     self.on_session_end()
             except Exception:
                 log.exception("on_session_end hook failed")
+            self._close_code_runner()
             if self.desktop is not None:
                 self.desktop.close()
                 self.desktop = None

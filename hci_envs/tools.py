@@ -225,8 +225,10 @@ def _add(registry: dict[str, ToolSpec], spec: ToolSpec, cls: type) -> None:
             and (issubclass(spec.owner, existing.owner) or issubclass(existing.owner, spec.owner))
         )
         if not related:
+            mro = list(cls.__mro__)
+            first, second = sorted((existing, spec), key=lambda s: mro.index(s.owner) if s.owner in mro else 0)
             raise DuplicateToolError(
-                f"{cls.__name__}: traits {existing.trait} and {spec.trait} both offer a tool named "
+                f"{cls.__name__}: traits {first.trait} and {second.trait} both offer a tool named "
                 f"{spec.name!r}; rename one of them or override it in {cls.__name__}"
             )
     registry[spec.name] = spec

@@ -26,9 +26,9 @@ def test_tools_are_the_vocabulary_with_read_only_annotations(mcp):
 
     client, _ = mcp
     tools = {t.name: t for t in client.list_tools()}
-    assert set(tools) == set(ACTIONS)
+    assert set(tools) == set(ACTIONS) | {"find_tools", "browse_tools"}  # the vocabulary, and discovery
     read_only = {name for name, t in tools.items() if t.annotations and t.annotations.read_only_hint}
-    assert read_only == {"screenshot", "cursor_position", "screen_size", "clipboard_get"}
+    assert read_only == {"screenshot", "cursor_position", "screen_size", "clipboard_get", "find_tools", "browse_tools"}
     assert not {"reset", "step", "state", "snapshot"} & set(tools)
     assert tools["click"].input_schema["properties"]["count"]["maximum"] == 3
 

@@ -1,12 +1,14 @@
 """Capability mixins that environments are composed from.
 
     from hci_envs import DesktopEnvironment
-    from traits import HumanComputerInterfaceable
+    from traits import BashAccess, HumanComputerInterfaceable, PythonAccess
 
-    class MyEnv(HumanComputerInterfaceable, DesktopEnvironment): ...
+    class MyEnv(HumanComputerInterfaceable, BashAccess, PythonAccess, DesktopEnvironment): ...
 """
 
+from .bash import BashAccess
+from .envs import DesktopEnv, WorkstationEnv
 from .hci import HumanComputerInterfaceable
-from .envs import DesktopEnv
+from .python import PythonAccess
 
-__all__ = ["DesktopEnv", "HumanComputerInterfaceable"]
+__all__ = ["BashAccess", "DesktopEnv", "HumanComputerInterfaceable", "PythonAccess", "WorkstationEnv"]

@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .. import __version__
 from ..errors import AuthError, ConfigError, HciEnvsError, SessionNotFoundError
 from .config import ServerConfig, is_loopback
+from ..env import BASE_TOOLS, CODE_TOOL
 from .mcp_bridge import SCOPE_KEY, build_mcp_server, env_from_context
 from .sessions import Session, SessionManager
 
@@ -120,7 +121,8 @@ class McpEndpoint:
             receive = _replay(body)
         scope = dict(scope)
         scope[SCOPE_KEY] = session
-        await self.server.mcp.session_manager.handle_request(scope, receive, send)
+        mcp = self.server.mcp_servers[scope.get("hci_envs.flavor", "tools")]
+        await mcp.session_manager.handle_request(scope, receive, send)
 
 
 async def _read_body(receive: Receive, limit: int) -> bytes | None:
@@ -188,25 +190,38 @@ class HciServer:
             agent_tokens=config.agent_tokens,
             default_agent_token=config.agent_token,
             setup=self.setup_session,
+            default_mode=config.action_mode,
         )
+        specs = env_class.tool_specs()
+        name = getattr(env_class, "__name__", "hci-envs")
+        instructions = getattr(env_class, "description", None) or None
+        # Two faces of one registry: every tool one call at a time, or CodeAct (code in which every tool is a
+        # function) with the discovery tools.
         self.mcp = build_mcp_server(
-            env_class.tool_specs(),
-            env_from_context,
-            name=getattr(env_class, "__name__", "hci-envs"),
-            instructions=getattr(env_class, "description", None) or None,
-            version=__version__,
+            {n: s for n, s in specs.items() if n != CODE_TOOL}, env_from_context,
+            name=name, instructions=instructions, version=__version__,
         )
+        self.mcp_code = build_mcp_server(
+            {n: s for n, s in specs.items() if n in BASE_TOOLS}, env_from_context,
+            name=f"{name} (CodeAct)", instructions=instructions, version=__version__,
+        )
+        self.mcp_servers = {"tools": self.mcp, "code": self.mcp_code}
 
     def _make_env(self) -> Any:
         return self.config.env_class(mode=self.config.mode, **self.config.env_kwargs)  # type: ignore[misc]
 
-    def mcp_url(self, session: Session) -> str:
+    def mcp_url(self, session: Session, flavor: str | None = None) -> str:
+        """The session's MCP endpoint; ``flavor`` "tools" or "code" (default: the session's mode)."""
         base = self.config.base_url()
-        return f"{base}/mcp" if session.kind == "default" else f"{base}/sessions/{session.id}/mcp"
+        path = "/mcp" if session.kind == "default" else f"/sessions/{session.id}/mcp"
+        return base + path + ("/code" if (flavor or session.mode) == "code" else "")
 
     def setup_session(self, session: Session) -> None:
         """Attach the per-session services (VNC) and publish the session's URLs in its state."""
-        info: dict[str, Any] = {"session_id": session.id, "mcp_url": self.mcp_url(session)}
+        info: dict[str, Any] = {
+            "session_id": session.id, "action_mode": session.mode, "mcp_url": self.mcp_url(session),
+            "mcp_tools_url": self.mcp_url(session, "tools"), "mcp_code_url": self.mcp_url(session, "code"),
+        }
         session.on_close.append(lambda: session.recorder.stop("the session closed") if session.recorder else None)
         if self.config.vnc:
             from .vnc_routes import attach_vnc
@@ -227,17 +242,27 @@ class HciApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            path = scope["path"]
-            if path == "/mcp":
-                scope["path_params"] = {}
-                await self._mcp(scope, receive, send)
-                return
-            parts = path.split("/")
-            if len(parts) == 4 and parts[1] == "sessions" and parts[3] == "mcp" and parts[2]:
-                scope["path_params"] = {"session_id": parts[2]}
+            route = mcp_route(scope["path"])
+            if route is not None:
+                session_id, flavor = route
+                scope["path_params"] = {"session_id": session_id} if session_id else {}
+                scope["hci_envs.flavor"] = flavor
                 await self._mcp(scope, receive, send)
                 return
         await self._rest(scope, receive, send)
+
+
+def mcp_route(path: str) -> tuple[str | None, str] | None:
+    """(session id or None for the default session, "tools" or "code") for an MCP path, else None."""
+    parts = path.rstrip("/").split("/")[1:]
+    flavor = "tools"
+    if parts and parts[-1] == "code":
+        flavor, parts = "code", parts[:-1]
+    if parts == ["mcp"]:
+        return None, flavor
+    if len(parts) == 3 and parts[0] == "sessions" and parts[2] == "mcp" and parts[1]:
+        return parts[1], flavor
+    return None
 
 
 def create_app(config: ServerConfig) -> HciApp:
@@ -245,7 +270,8 @@ def create_app(config: ServerConfig) -> HciApp:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with server.mcp.session_manager.run(), anyio.create_task_group() as tg:
+        async with server.mcp.session_manager.run(), server.mcp_code.session_manager.run(), \
+                anyio.create_task_group() as tg:
             for hook in server.startup_hooks:
                 await hook()
             if config.start_default_session:

@@ -55,6 +55,8 @@ class ServerConfig:
     takeover_timeout: float = 30.0
     #: Where recorded episodes go (one folder each).
     episodes_dir: str = "episodes"
+    #: The agent interface sessions advertise: "tools" (one tool per call) or "code" (CodeAct).
+    action_mode: Literal["tools", "code"] = "tools"
     #: Called (with the HciServer) once the default session is up; the CLI prints the URLs from it.
     on_ready: Any = None
 

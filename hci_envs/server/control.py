@@ -14,7 +14,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 import anyio
 from fastapi import Body, Depends, FastAPI, Request, WebSocket, WebSocketDisconnect
@@ -174,9 +174,12 @@ def install_control_plane(app: FastAPI, server: HciServer) -> None:
         return info
 
     @app.post("/sessions", dependencies=guard)
-    async def create_session() -> dict[str, Any]:
-        """A new session with its own desktop, MCP path and agent token."""
-        session = await server.sessions.create("api")
+    async def create_session(
+        mode: Literal["tools", "code"] | None = Body(None, embed=True),
+    ) -> dict[str, Any]:
+        """A new session with its own desktop, MCP path and agent token; ``mode`` picks the agent interface
+        its state advertises (one tool per call, or CodeAct)."""
+        session = await server.sessions.create("api", mode=mode)
         return session_info(session, with_token=True)
 
     @app.get("/sessions", dependencies=guard)

@@ -40,6 +40,8 @@ class Session:
     vnc: Any = None
     #: The session's recorder (recorders.Recorder), while one exists.
     recorder: Any = None
+    #: How the session's agent acts: "tools" (one tool per call) or "code" (CodeAct).
+    mode: Literal["tools", "code"] = "tools"
 
     @property
     def idle_seconds(self) -> float:
@@ -62,7 +64,9 @@ class SessionManager:
         agent_tokens: bool,
         default_agent_token: str | None = None,
         setup: Callable[[Session], None] | None = None,
+        default_mode: Literal["tools", "code"] = "tools",
     ) -> None:
+        self.default_mode = default_mode
         self._factory = factory
         self.max_sessions = max_sessions
         self.idle_timeout = idle_timeout
@@ -80,7 +84,7 @@ class SessionManager:
     def sessions(self) -> list[Session]:
         return list(self._sessions.values())
 
-    async def create(self, kind: Kind, *, start: bool = True) -> Session:
+    async def create(self, kind: Kind, *, start: bool = True, mode: Literal["tools", "code"] | None = None) -> Session:
         """Make a session and (with ``start``) bring its desktop up; raises :class:`CapacityError` when full."""
         async with self._lock:
             active = len(self._sessions) + self._starting
@@ -98,7 +102,7 @@ class SessionManager:
             token = None
             if self._agent_tokens:
                 token = (self._default_agent_token if kind == "default" else None) or new_token()
-            session = Session(session_id, env, kind, token)
+            session = Session(session_id, env, kind, token, mode=mode or self.default_mode)
             self.setup(session)
             if start:
                 await anyio.to_thread.run_sync(env.start)

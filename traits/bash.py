@@ -1,0 +1,176 @@
+"""BashAccess: shell commands in the session, as the session's user.
+
+``bash`` runs one command (``bash -c``) in the session's home (or ``cwd``), with the desktop's environment
+(so GUI programs it starts appear on the desktop), a timeout, and stdout/stderr kept up to ``max_output``
+bytes each. With ``persistent=true`` commands run in one shell that lives for the episode, so ``cd`` and
+variables carry over. Processes a one-shot command leaves behind end with it; the episode's shell ends at
+reset.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import select
+import signal
+import subprocess
+import threading
+import time
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from hci_envs.errors import InvalidActionError
+from hci_envs.tools import ToolOutput, tool
+from hci_envs.trait import Trait
+
+DEFAULT_MAX_OUTPUT = 64 * 1024
+#: A command whose output runs this many times past the limit is stopped before its timeout.
+RUNAWAY_FACTOR = 16
+
+
+class _Buffer:
+    """Keeps the first ``cap`` bytes and counts the rest."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.data = bytearray()
+        self.size = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = self.cap - len(self.data)
+        if room > 0:
+            self.data += chunk[:room]
+        self.size += len(chunk)
+
+    @property
+    def dropped(self) -> int:
+        return self.size - len(self.data)
+
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+def _drain(proc: subprocess.Popen[bytes], buffers: dict[int, _Buffer], deadline: float, runaway: int,
+           finished: Any) -> str | None:
+    """Read the pipes (fd -> buffer) until ``finished()`` and nothing is left to read, or until the pipes
+    close. Returns "timeout" or "runaway" if it had to stop the command, else None."""
+    open_fds = list(buffers)
+    while open_fds:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return "timeout"
+        ready, _, _ = select.select(open_fds, [], [], min(remaining, 0.1))
+        for fd in ready:
+            chunk = os.read(fd, 65536)
+            if chunk:
+                buffers[fd].add(chunk)
+            else:
+                open_fds.remove(fd)
+        if sum(b.size for b in buffers.values()) > runaway:
+            return "runaway"
+        if not ready and finished():
+            return None  # done; a background process may hold the pipes open, which we do not wait for
+    proc.poll()
+    return None
+
+
+def _output(stdout: _Buffer, stderr: _Buffer, code: int | None, stopped: str | None, timeout: float) -> ToolOutput:
+    data = {"exit_code": code, "stdout": stdout.text(), "stderr": stderr.text(), "stdout_dropped": stdout.dropped,
+            "stderr_dropped": stderr.dropped, "timed_out": stopped == "timeout"}
+    parts = []
+    if data["stdout"]:
+        parts.append(data["stdout"].rstrip("\n"))
+    if data["stderr"]:
+        parts.append("[stderr]\n" + data["stderr"].rstrip("\n"))
+    if stdout.dropped or stderr.dropped:
+        parts.append(f"[output over the limit: {stdout.dropped} bytes of stdout and {stderr.dropped} of stderr "
+                     "dropped]")
+    if stopped == "runaway":
+        parts.append("[stopped: the command kept printing far past the output limit]")
+    elif stopped == "timeout":
+        parts.append(f"[timed out after {timeout:g}s; the command was stopped]")
+    parts.append(f"[exit code {code}]")
+    return ToolOutput(text="\n".join(parts), data=data, is_error=stopped is not None)
+
+
+class BashAccess(Trait):
+    """Shell commands in the session."""
+
+    system_packages = ("bash", "coreutils", "procps")
+
+    @tool()
+    def bash(
+        self,
+        command: Annotated[str, Field(min_length=1, max_length=100_000, description="A bash command line.")],
+        timeout: Annotated[float, Field(gt=0, le=600, description="Seconds before the command is stopped.")] = 30.0,
+        cwd: Annotated[str | None, Field(description="Working directory (default: the session's home).")] = None,
+        max_output: Annotated[int, Field(ge=1, le=64 * 1024 * 1024,
+                                         description="Bytes of stdout and of stderr kept.")] = DEFAULT_MAX_OUTPUT,
+        persistent: Annotated[bool, Field(description="Run in the episode's long-lived shell (cd and variables "
+                                                      "carry over).")] = False,
+    ) -> ToolOutput:
+        """Run a bash command in the session as its user; returns stdout, stderr and the exit code."""
+        home = str(self.home)  # type: ignore[attr-defined]
+        directory = os.path.join(home, cwd) if cwd else home
+        if not os.path.isdir(directory):
+            raise InvalidActionError(f"bash.cwd: {directory!r} is not a directory", field="cwd")
+        desktop = self.desktop  # type: ignore[attr-defined]
+        stdout, stderr = _Buffer(max_output), _Buffer(max_output)
+        deadline = time.monotonic() + timeout
+        runaway = max_output * RUNAWAY_FACTOR
+        if persistent:
+            return self._in_shell(desktop, command, directory if cwd else None, stdout, stderr, deadline, runaway,
+                                  timeout)
+        proc = desktop.processes.spawn("bash-command", ["bash", "-c", command], env=desktop.app_env(),
+                                       cwd=directory, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            stopped = _drain(proc, {proc.stdout.fileno(): stdout, proc.stderr.fileno(): stderr}, deadline,
+                             runaway, lambda: proc.poll() is not None)
+        finally:
+            desktop.processes.stop(proc, timeout=1.0)  # and whatever it left running
+            proc.stdout.close()
+            proc.stderr.close()
+        return _output(stdout, stderr, None if stopped else proc.returncode, stopped, timeout)
+
+    # -- the episode's shell ---------------------------------------------------------------------------
+    def _shell_slot(self) -> dict[str, Any]:
+        return self.__dict__.setdefault("_bash_shell", {"proc": None, "lock": threading.Lock()})
+
+    def _in_shell(self, desktop: Any, command: str, cwd: str | None, stdout: _Buffer, stderr: _Buffer,
+                  deadline: float, runaway: int, timeout: float) -> ToolOutput:
+        slot = self._shell_slot()
+        with slot["lock"]:
+            proc = slot["proc"]
+            if proc is None or proc.poll() is not None:
+                proc = slot["proc"] = desktop.processes.spawn(
+                    "bash-shell", ["bash", "--noprofile", "--norc"], env=desktop.app_env(),
+                    cwd=str(self.home), stdin=subprocess.PIPE, stdout=subprocess.PIPE,  # type: ignore[attr-defined]
+                    stderr=subprocess.PIPE,
+                )
+            marker = f"__hci_envs_{secrets.token_hex(8)}__".encode()
+            cd = f"cd '{cwd}' && " if cwd else ""
+            proc.stdin.write(cd.encode() + command.encode() + b" </dev/null\n"
+                             + b"printf '\\n%s %s\\n' " + marker + b" \"$?\"\nprintf '%s\\n' " + marker + b" >&2\n")
+            proc.stdin.flush()
+            raw_out, raw_err = _Buffer(runaway), _Buffer(runaway)
+            stopped = _drain(proc, {proc.stdout.fileno(): raw_out, proc.stderr.fileno(): raw_err}, deadline,
+                             runaway, lambda: marker in raw_out.data and marker in raw_err.data)
+            out, _, tail = bytes(raw_out.data).partition(b"\n" + marker + b" ")
+            stdout.add(out)
+            stderr.add(bytes(raw_err.data).partition(marker + b"\n")[0])
+            code = int(tail.split(b"\n", 1)[0]) if tail[:1].isdigit() else None
+            if stopped:
+                desktop.processes.stop(proc, timeout=1.0)  # the next call starts a fresh shell
+                slot["proc"] = None
+            return _output(stdout, stderr, code, stopped, timeout)
+
+    def on_session_end(self) -> None:
+        super().on_session_end()
+        slot = self.__dict__.get("_bash_shell")
+        if slot and slot["proc"] is not None:
+            proc, slot["proc"] = slot["proc"], None
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
