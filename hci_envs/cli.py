@@ -129,6 +129,26 @@ def serve(args: argparse.Namespace) -> int:
     return 0 if server.started else 1
 
 
+@command("image")
+def image(args: argparse.Namespace) -> int:
+    from . import images
+
+    if args.action == "build":
+        offline = not args.online
+        base = args.base or (images.BASE_OS if offline else "debian:bookworm-slim")
+        if args.env:
+            if not images.image_exists(images.docker_client(), images.BASE):
+                images.build_base(base=base, offline=offline, mirror=args.mirror)
+            images.build_env_image(args.env, args.tag)
+        else:
+            images.build_all(for_tests=args.for_tests, offline=offline, mirror=args.mirror)
+    elif args.action == "base-os":
+        images.build_base_os(mirror=args.mirror)
+    elif args.action == "wheelhouse":
+        images.build_wheelhouse()
+    return 0
+
+
 def _exit_on_stdin_eof() -> None:
     """Shut down gracefully once stdin closes: the process that started us is gone."""
     try:
@@ -142,7 +162,9 @@ def _exit_on_stdin_eof() -> None:
 def _print_ready(server: Any, out: Any) -> None:
     session = server.sessions.default()
     state = session.env.state
-    lines = [f"hci-envs: desktop ready ({state.screen_width}x{state.screen_height})"]
+    started = session.env.desktop is not None
+    lines = [f"hci-envs: {'desktop ready' if started else 'ready; the default desktop starts on first use'} "
+             f"({state.screen_width}x{state.screen_height})"]
     lines.append(f"  {'MCP endpoint:':<18}{server.mcp_url(session)}")
     other = "code" if session.mode == "tools" else "tools"
     lines.append(f"  {'MCP (' + ('CodeAct' if other == 'code' else 'tools') + '):':<18}{server.mcp_url(session, other)}")
@@ -166,7 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback only)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     p.add_argument("--size", type=parse_size, help="screen size, e.g. 1280x800 (default from the environment)")
-    p.add_argument("--env", default=DEFAULT_ENV, help="environment: an installed name or module:Class")
+    p.add_argument("--env", default=os.environ.get("HCI_ENVS_ENV", DEFAULT_ENV),
+                   help="environment: an installed name, module:Class or file.py:Class (or HCI_ENVS_ENV)")
     p.add_argument("--app", action="append", metavar="CMD", help="app to launch on the desktop (repeatable)")
     p.add_argument("--mode", choices=("simulation", "production"), default="simulation")
     p.add_argument("--max-sessions", type=int, default=8)
@@ -174,18 +197,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--control-token", help="secret for the control plane (or HCI_ENVS_CONTROL_TOKEN)")
     p.add_argument("--agent-token", help="secret for the default session's MCP endpoint (or HCI_ENVS_AGENT_TOKEN)")
     p.add_argument("--agent-tokens", action="store_true", help="give every session a random agent token")
-    p.add_argument("--public-url", help="base URL to print and report (e.g. behind a proxy)")
+    p.add_argument("--public-url", default=os.environ.get("HCI_ENVS_PUBLIC_URL"),
+                   help="base URL to print and report, e.g. behind a proxy or a port mapping (or HCI_ENVS_PUBLIC_URL)")
     p.add_argument("--no-vnc", action="store_true", help="serve no VNC (no /vnc/ page, no x11vnc)")
     p.add_argument("--vnc-port", type=int, help="also a raw VNC port for native viewers (0 picks a free one)")
     p.add_argument("--takeover-timeout", type=float, default=30.0,
                    help="seconds without human input before a person's hold on the desktop lapses")
     p.add_argument("--action-mode", choices=("tools", "code"), default="tools",
                    help="the agent interface sessions advertise: one tool per call, or CodeAct")
-    p.add_argument("--episodes-dir", default="episodes", help="where recordings go (default ./episodes)")
+    p.add_argument("--episodes-dir", default=os.environ.get("HCI_ENVS_EPISODES_DIR", "episodes"),
+                   help="where recordings go (default ./episodes, or HCI_ENVS_EPISODES_DIR)")
     p.add_argument("--observation-format", choices=("png", "jpeg", "webp", "none"),
+                   default=os.environ.get("HCI_ENVS_OBSERVATION_FORMAT"),
                    help="screenshot format in step observations")
     p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
     p.add_argument("--exit-with-stdin", action="store_true", help=argparse.SUPPRESS)
+
+    p = sub.add_parser("image", help="build the Docker images (offline: Debian from a mirror, Python from wheels)")
+    p.add_argument("action", choices=("build", "base-os", "wheelhouse"),
+                   help="build: images (all, or one environment's); base-os: only the debootstrap base; "
+                        "wheelhouse: only the Python wheels")
+    p.add_argument("env", nargs="?", help="an environment (name, module:Class or file.py:Class); default: all")
+    p.add_argument("--tag", help="the image tag (default hci-envs/<class>:latest)")
+    p.add_argument("--mirror", default=os.environ.get("HCI_ENVS_DEBIAN_MIRROR", "http://deb.debian.org/debian"),
+                   help="the Debian package mirror for debootstrap (or HCI_ENVS_DEBIAN_MIRROR)")
+    p.add_argument("--online", action="store_true",
+                   help="build from the public debian:bookworm-slim (needs a registry) instead of debootstrap")
+    p.add_argument("--base", help="the base image for hci-envs/base (default: the debootstrap one)")
+    p.add_argument("--for-tests", action="store_true", help="also the images the test suite runs")
 
     from . import plugins
 

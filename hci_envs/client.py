@@ -118,6 +118,15 @@ class HciEnvClient(_Base):
                                  control_token=options.get("control_token"))
 
     @classmethod
+    def from_docker_image(cls, image: str, *, timeout: float = DEFAULT_TIMEOUT, **options: Any) -> HciEnvClient:
+        """Start ``image`` as a container (see :class:`hci_envs.providers.DockerProvider` for ``options``),
+        connect with the tokens the provider generated, and remove the container when the client closes."""
+        from .providers import DockerProvider
+
+        provider = DockerProvider(image, **options)
+        return cls.from_provider(provider, timeout=timeout, control_token=provider.control_token)
+
+    @classmethod
     def from_provider(cls, provider: Any, *, timeout: float = DEFAULT_TIMEOUT, control_token: str | None = None,
                       start_timeout: float = 90.0) -> HciEnvClient:
         headers = {"Authorization": f"Bearer {control_token}"} if control_token else None

@@ -73,22 +73,9 @@ class DesktopEnvironment(Trait):
         paste_keys: str = "ctrl+v",
     ) -> None:
         state = start_state if start_state is not None else type(self).start_state
-        if isinstance(state, dict):
-            state = StartState.model_validate(state)
-        defaults = type(self).merged_start_state_defaults()
-        if defaults:
-            merged = state.model_dump()
-            for key, value in defaults.items():
-                if isinstance(value, list):
-                    merged[key] = [*value, *merged.get(key, [])]
-                elif isinstance(value, dict):
-                    merged[key] = {**value, **merged.get(key, {})}
-                elif merged.get(key) in (None, StartState.model_fields[key].default):
-                    merged[key] = value
-            state = StartState.model_validate(merged)
         if mode not in ("simulation", "production"):
             raise ConfigError(f"mode must be 'simulation' or 'production', not {mode!r}")
-        self.declared_state: StartState = state
+        self.declared_state: StartState = self._declare(state)
         self.mode: Mode = mode
         self.observation_spec = (
             observation if isinstance(observation, ObservationSpec) else ObservationSpec.model_validate(observation or {})
@@ -118,6 +105,24 @@ class DesktopEnvironment(Trait):
         self.seed: int | None = None
         self.last_used = time.monotonic()
         self._code_runner: Any = None  # hci_envs.interpreter.Interpreter, per episode
+
+    @classmethod
+    def _declare(cls, state: StartState | dict[str, Any]) -> StartState:
+        """A start state with the traits' pieces merged in (their apps first, their variables as defaults)."""
+        if isinstance(state, dict):
+            state = StartState.model_validate(state)
+        defaults = cls.merged_start_state_defaults()
+        if not defaults:
+            return state
+        merged = state.model_dump()
+        for key, value in defaults.items():
+            if isinstance(value, list):
+                merged[key] = [*value, *merged.get(key, [])]
+            elif isinstance(value, dict):
+                merged[key] = {**value, **merged.get(key, {})}
+            elif merged.get(key) in (None, StartState.model_fields[key].default):
+                merged[key] = value
+        return StartState.model_validate(merged)
 
     # -- the tools -------------------------------------------------------------------------------------
     @classmethod
@@ -262,8 +267,19 @@ class DesktopEnvironment(Trait):
             if self.mode == "production" and self._started:
                 raise ModeError("reset is disabled in production mode")
             snapshot = options.pop("snapshot", None)
+            new_state = options.pop("start_state", None)
             if options:
                 raise ConfigError(f"unknown reset options: {', '.join(sorted(options))}")
+            if new_state is not None:  # a task brings its own world: from now on, this is the start state
+                from pydantic import ValidationError
+
+                try:
+                    self.declared_state = self._declare(new_state)
+                except ValidationError as exc:
+                    from .actions.models import format_validation_error
+
+                    raise ConfigError(f"start_state: {format_validation_error(exc)}") from None
+                self._pristine = False
             if self._pristine and snapshot is None and self._truncated_reason is None \
                     and self._desktop_failure() is None and self._home_fingerprint() == self._pristine_home:
                 # Nothing has touched the desktop since it reached the start state: no need to rebuild it.
@@ -440,6 +456,20 @@ class DesktopEnvironment(Trait):
             for key, value in extra.items():
                 setattr(obs, key, value)
             return obs
+
+    def perform(self, item: Any) -> Observation:
+        """Run one step item (an action, a tool call, code) without counting it as a step of the episode:
+        for task setup and other control-plane work. Returns the text and data it produced."""
+        with self._lock:
+            self._require_running()
+            kind, payload = self.parse_step_item(item)
+            out = self._run_item(kind, payload)
+            return Observation(text=out.text, data=out.data, images=[image_data(i) for i in out.images])
+
+    def observe(self) -> Observation:
+        """A fresh observation of the current screen (control plane; not a step)."""
+        with self._lock:
+            return self._observe()
 
     # -- step internals ----------------------------------------------------------------------------------
     def parse_step_item(self, item: Any) -> tuple[str, Any]:

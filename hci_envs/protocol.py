@@ -105,6 +105,7 @@ class EnvState(BaseModel):
     truncated_reason: str | None = None
     session_id: str | None = None
     mcp_url: str | None = None
+    agent_token: str | None = None
     vnc_url: str | None = None
     vnc_view_url: str | None = None
 

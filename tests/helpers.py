@@ -99,7 +99,7 @@ class ServerProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(f"hci-envs serve exited {self.proc.returncode}:\n{''.join(self.output)}")
-            if any("desktop ready" in line for line in self.output):
+            if any(line.startswith("hci-envs: ") and "ready" in line for line in self.output):
                 return self
             time.sleep(0.05)
         self.stop()

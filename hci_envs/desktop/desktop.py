@@ -329,8 +329,16 @@ class Desktop:
         if self._wm is None:
             return
         windows = self.windows()
-        if windows:
+        if not windows:
+            return
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:  # a window manager may not take the request until it manages it
             self.input.activate(windows[-1])
+            active = self.input.root_property("_NET_ACTIVE_WINDOW") or [0]
+            if active[0] == windows[-1]:
+                return
+            time.sleep(0.05)
+        log.info("the window manager did not focus window %s", windows[-1])
 
     def windows(self) -> list[int]:
         """Top-level client windows, as the window manager lists them (or the root's children without one)."""

@@ -10,6 +10,7 @@ user code is the same whichever provider runs the server.
 """
 
 from .base import Provider, wait_for_health
+from .docker import DockerProvider
 from .local import LocalProvider
 
-__all__ = ["LocalProvider", "Provider", "wait_for_health"]
+__all__ = ["DockerProvider", "LocalProvider", "Provider", "wait_for_health"]

@@ -93,7 +93,7 @@ def wait_for_health(
                 if response.status_code == 200:
                     body = response.json()
                     desktop = body.get("desktop", {}).get("status")
-                    if desktop in ("ok", "none"):
+                    if desktop in ("ok", "none", "idle"):
                         return body
                     last = f"desktop {desktop}: {body.get('desktop')}"
                 else:

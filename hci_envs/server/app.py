@@ -106,6 +106,7 @@ class McpEndpoint:
         try:
             session = self.server.sessions.get(session_id) if session_id else self.server.sessions.default()
             session.check_agent_token(bearer(request.headers))
+            await session.ensure_started()
         except HciEnvsError as exc:
             await error_response(exc)(scope, receive, send)
             return
@@ -221,6 +222,7 @@ class HciServer:
         info: dict[str, Any] = {
             "session_id": session.id, "action_mode": session.mode, "mcp_url": self.mcp_url(session),
             "mcp_tools_url": self.mcp_url(session, "tools"), "mcp_code_url": self.mcp_url(session, "code"),
+            "agent_token": session.agent_token,
         }
         session.on_close.append(lambda: session.recorder.stop("the session closed") if session.recorder else None)
         if self.config.vnc:
@@ -275,7 +277,7 @@ def create_app(config: ServerConfig) -> HciApp:
             for hook in server.startup_hooks:
                 await hook()
             if config.start_default_session:
-                await server.sessions.create("default")
+                await server.sessions.create("default", start=not config.lazy_default_session)
             if config.on_ready is not None:
                 config.on_ready(server)
             tg.start_soon(server.sessions.reap_forever)
@@ -312,8 +314,11 @@ def create_app(config: ServerConfig) -> HciApp:
         except SessionNotFoundError:
             pass
         else:
-            h = session.env.desktop.health() if session.env.desktop is not None else None
-            desktop = {"status": "ok" if h and h.ok else "down", "reason": None if h is None else h.reason}
+            if session.env.desktop is None and not session.env.state.episode_id:
+                desktop = {"status": "idle", "reason": "starts on first use"}
+            else:
+                h = session.env.desktop.health() if session.env.desktop is not None else None
+                desktop = {"status": "ok" if h and h.ok else "down", "reason": "not running" if h is None else h.reason}
         return {
             "status": "healthy",
             "version": __version__,

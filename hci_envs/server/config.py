@@ -47,6 +47,9 @@ class ServerConfig:
     agent_tokens: bool = False
     agent_token: str | None = None
     start_default_session: bool = True
+    #: Create the default session's desktop on first use rather than at start-up: a container whose
+    #: clients each open a session of their own (OpenEnv's WebSocket clients) then runs one desktop, not two.
+    lazy_default_session: bool = False
     public_url: str | None = None
     vnc: bool = True
     #: A raw VNC TCP port for native viewers (on ``host``); None for none, 0 for a free one.
@@ -59,6 +62,9 @@ class ServerConfig:
     action_mode: Literal["tools", "code"] = "tools"
     #: Called (with the HciServer) once the default session is up; the CLI prints the URLs from it.
     on_ready: Any = None
+    #: Serve a non-loopback address without secrets anyway (HCI_ENVS_ALLOW_NO_TOKENS=1): only on a network
+    #: you trust, e.g. for clients that cannot send a token.
+    allow_no_tokens: bool = False
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1:
@@ -76,6 +82,10 @@ class ServerConfig:
             values["control_token"] = os.environ["HCI_ENVS_CONTROL_TOKEN"]
         if os.environ.get("HCI_ENVS_AGENT_TOKEN"):
             values["agent_token"] = os.environ["HCI_ENVS_AGENT_TOKEN"]
+        if os.environ.get("HCI_ENVS_LAZY_DEFAULT_SESSION") == "1":
+            values["lazy_default_session"] = True
+        if os.environ.get("HCI_ENVS_ALLOW_NO_TOKENS") == "1":
+            values["allow_no_tokens"] = True
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
@@ -86,6 +96,12 @@ class ServerConfig:
     def check_exposure(self) -> None:
         """Refuse to serve on a non-loopback address without secrets (raises ConfigError)."""
         if not self.exposed:
+            return
+        if self.allow_no_tokens:
+            import sys
+
+            print(f"hci-envs: WARNING: serving {self.host} without secrets (HCI_ENVS_ALLOW_NO_TOKENS=1); anyone "
+                  "who can reach the port can drive the desktop", file=sys.stderr, flush=True)
             return
         missing = []
         if not self.control_token:

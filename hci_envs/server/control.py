@@ -140,6 +140,7 @@ def install_control_plane(app: FastAPI, server: HciServer) -> None:
         return serialize_observation(obs)
 
     async def do_step(session: Session, request: StepRequest) -> dict[str, Any]:
+        await session.ensure_started()
         obs = await run(session, session.env.step, request.action)
         return serialize_observation(obs)
 
@@ -164,6 +165,7 @@ def install_control_plane(app: FastAPI, server: HciServer) -> None:
     @app.post("/snapshot", dependencies=guard)
     async def snapshot(name: str = Body(..., embed=True), session_id: str | None = Body(None, embed=True)) -> dict[str, Any]:
         session = session_for(session_id)
+        await session.ensure_started()
         return await run(session, session.env.snapshot, name)
 
     # -- sessions -------------------------------------------------------------------------------------

@@ -50,6 +50,7 @@ def install_recording(app: FastAPI, server: HciServer) -> None:
                 raise EnvironmentStateError(f"already recording into {recorder.path}; stop it first")
             if cmd.name is not None and ("/" in cmd.name or cmd.name.startswith(".")):
                 raise ConfigError(f"invalid episode name {cmd.name!r}")
+            await session.ensure_started()
             recorder_class = plugins.load(plugins.RECORDERS, "episodes")
             recorder = recorder_class(
                 session.env, session.vnc, Path(server.config.episodes_dir), source=cmd.source,

@@ -43,6 +43,18 @@ class Session:
     #: How the session's agent acts: "tools" (one tool per call) or "code" (CodeAct).
     mode: Literal["tools", "code"] = "tools"
 
+    _start_lock: Any = None
+
+    async def ensure_started(self) -> None:
+        """Bring up the desktop of a session created without one (a lazy default session) on first use."""
+        if self.env.desktop is not None or self.closed:
+            return
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self.env.desktop is None:
+                await anyio.to_thread.run_sync(self.env.start)
+
     @property
     def idle_seconds(self) -> float:
         return time.monotonic() - self.env.last_used

@@ -31,6 +31,7 @@ def attach_vnc(server: HciServer, session: Session) -> dict[str, Any]:
     """Give a session its VNC side; returns the URLs its state reports."""
 
     async def socket_path() -> Path:
+        await session.ensure_started()
         desktop = session.env.desktop
         if desktop is None:
             raise SessionNotFoundError(f"session {session.id} has no desktop")

@@ -1,0 +1,327 @@
+"""Building the Docker images, offline if need be.
+
+No registry is needed. The Debian base comes from a package mirror through debootstrap and ``docker import``
+(every system package the desktop needs is in it), and the Python packages come from a wheelhouse built on
+the host; the Dockerfiles then build without touching the network. Where a registry is reachable the same
+Dockerfiles build from the public ``debian:bookworm-slim`` unchanged (pass ``base="debian:bookworm-slim"``).
+
+    hci-envs image build                  # base-os (debootstrap) + wheelhouse + hci-envs/base + the env images
+    hci-envs image build ENV_OR_PATH      # an image for one environment, its packages derived from its traits
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError, MissingDependencyError, ProviderError, require
+
+ROOT = Path(__file__).resolve().parent.parent
+IMAGES = ROOT / "images"
+BUILD = IMAGES / ".build"
+
+BASE_OS = "hci-envs/base-os:bookworm"
+BASE = "hci-envs/base:latest"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+
+#: What the base image has: the desktop (the HumanComputerInterfaceable trait's packages and x11vnc),
+#: Python, fonts for Latin, CJK and emoji, tini as PID 1, and the tools the shell and Python traits use.
+SYSTEM_PACKAGES = (
+    "python3", "python3-venv", "python3-tk", "xvfb", "xauth", "openbox", "x11vnc", "xterm", "tini",
+    "fonts-dejavu-core", "fonts-noto-cjk", "fonts-noto-color-emoji", "ca-certificates", "procps", "bash",
+    "coreutils",
+)
+#: Packages of which the images take only the files: Debian's novnc would pull in nodejs and numpy for a
+#: proxy we do not use, when all we serve is its web page.
+FILES_ONLY_PACKAGES = ("novnc",)
+
+Progress = Callable[[str], None]
+
+
+def _say(message: str) -> None:
+    print(f"[hci-envs image] {message}", flush=True)
+
+
+def docker_client() -> Any:
+    docker = require("docker", "docker", "building and running images")
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:
+        raise ProviderError(f"cannot reach the Docker daemon: {exc}") from exc
+    return client
+
+
+def image_exists(client: Any, tag: str) -> bool:
+    import docker
+
+    try:
+        client.images.get(tag)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+# -- the Debian base, from a mirror ----------------------------------------------------------------------------
+def build_base_os(*, mirror: str = DEFAULT_MIRROR, suite: str = "bookworm", tag: str = BASE_OS,
+                  packages: tuple[str, ...] = SYSTEM_PACKAGES, progress: Progress = _say) -> str:
+    """debootstrap a minimal Debian with ``packages`` from ``mirror``, add the files of the files-only
+    packages, trim it, and ``docker import`` it as ``tag``. Needs root and debootstrap."""
+    if shutil.which("debootstrap") is None:
+        raise MissingDependencyError("building the base from a mirror needs debootstrap: apt-get install debootstrap")
+    if os.geteuid() != 0:
+        raise ConfigError("debootstrap needs root; run the image build as root (or with sudo)")
+    client = docker_client()
+    with tempfile.TemporaryDirectory(prefix="hci-envs-rootfs-") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        progress(f"debootstrap {suite} from {mirror} with {len(packages)} packages (a few minutes)...")
+        started = time.monotonic()
+        _run(["debootstrap", "--variant=minbase", f"--include={','.join(packages)}", suite, str(rootfs), mirror],
+             progress, every=200)
+        for package in FILES_ONLY_PACKAGES:
+            _extract_package_files(package, rootfs, mirror, suite, progress)
+        _slim(rootfs, progress)
+        (rootfs / "etc/apt/sources.list").write_text(f"deb {mirror} {suite} main\n")
+        progress(f"debootstrap took {time.monotonic() - started:.0f}s; importing into Docker as {tag}")
+        archive = Path(tmp) / "rootfs.tar"
+        with tarfile.open(archive, "w") as tar:
+            tar.add(rootfs, arcname=".")
+        repository, _, version = tag.partition(":")
+        image = client.api.import_image(src=str(archive), repository=repository, tag=version or "latest")
+    progress(f"{tag} ready")
+    return str(image)
+
+
+#: Files the base leaves out, and keeps out of later package installs (dpkg path-exclude). The Mesa OpenGL
+#: drivers and the LLVM they need are most of it: the desktop is for 2D apps and Xvfb runs without GLX; an
+#: image that needs OpenGL removes /etc/dpkg/dpkg.cfg.d/hci-envs-slim and reinstalls libgl1-mesa-dri.
+SLIM_EXCLUDES = (
+    "/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*",
+    "/usr/lib/x86_64-linux-gnu/dri/*", "/usr/lib/x86_64-linux-gnu/libLLVM*", "/usr/lib/x86_64-linux-gnu/libz3*",
+    # image decoders only imlib2's optional loaders use (PostScript, HEIF, JPEG XL), and their data
+    "/usr/lib/x86_64-linux-gnu/imlib2/loaders/ps.so", "/usr/lib/x86_64-linux-gnu/imlib2/loaders/heif.so",
+    "/usr/lib/x86_64-linux-gnu/imlib2/loaders/jxl.so", "/usr/lib/x86_64-linux-gnu/libgs.so*",
+    "/usr/lib/x86_64-linux-gnu/libx265*", "/usr/lib/x86_64-linux-gnu/libaom*", "/usr/lib/x86_64-linux-gnu/libjxl*",
+    "/usr/lib/x86_64-linux-gnu/libheif*", "/usr/lib/x86_64-linux-gnu/libdav1d*", "/usr/share/ghostscript/*",
+    "/usr/share/poppler/*",
+)
+
+
+def _slim(rootfs: Path, progress: Progress) -> None:
+    import glob
+
+    removed = 0
+    for pattern in SLIM_EXCLUDES:
+        for path in glob.glob(str(rootfs) + pattern):
+            target = Path(path)
+            if target.is_dir() and not target.is_symlink():
+                for folder, _, files in os.walk(target):
+                    removed += sum(os.lstat(os.path.join(folder, f)).st_size for f in files)
+                shutil.rmtree(target)
+            else:
+                removed += target.lstat().st_size
+                target.unlink()
+    for cache in ("var/cache/apt/archives", "var/lib/apt/lists"):
+        shutil.rmtree(rootfs / cache, ignore_errors=True)
+        (rootfs / cache / "partial").mkdir(parents=True)
+    for index in (rootfs / "var/cache/apt").glob("*.bin"):  # apt rebuilds these on update
+        index.unlink()
+    config = rootfs / "etc/dpkg/dpkg.cfg.d/hci-envs-slim"
+    config.write_text("".join(f"path-exclude={p}\n" for p in SLIM_EXCLUDES) +
+                      "path-include=/usr/share/locale/locale.alias\n")
+    progress(f"left out {removed / 2**20:.0f} MiB (docs, locales, OpenGL drivers) and the apt caches")
+
+
+def _extract_package_files(package: str, rootfs: Path, mirror: str, suite: str, progress: Progress) -> None:
+    """Unpack a package's files into the root filesystem without its dependencies (``dpkg-deb -x``), fetched
+    from the same mirror by apt inside the new root."""
+    download = rootfs / "tmp" / "pkg"
+    download.mkdir(parents=True, exist_ok=True)
+    resolv = rootfs / "etc" / "resolv.conf"
+    shutil.copy2("/etc/resolv.conf", resolv)  # name resolution inside the chroot, for the mirror
+    try:
+        _run(["chroot", str(rootfs), "sh", "-c",
+              f"echo 'deb {mirror} {suite} main' > /etc/apt/sources.list && apt-get update -q >/dev/null "
+              f"&& cd /tmp/pkg && apt-get download -q {package}"], progress)
+        deb = next(download.glob(f"{package}_*.deb"))
+        _run(["dpkg-deb", "-x", str(deb), str(rootfs)], progress)
+    finally:
+        shutil.rmtree(download, ignore_errors=True)
+        resolv.unlink(missing_ok=True)
+    progress(f"added the files of {package}")
+
+
+def _run(argv: list[str], progress: Progress, every: int = 0) -> None:
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tail: list[str] = []
+    for n, line in enumerate(proc.stdout or []):
+        tail = (tail + [line.rstrip()])[-20:]
+        if every and n % every == 0:
+            progress(f"  {line.rstrip()}")
+    if proc.wait() != 0:
+        raise ProviderError(f"{' '.join(argv[:3])} ... failed:\n" + "\n".join(tail))
+
+
+# -- Python packages, as a wheelhouse -------------------------------------------------------------------------
+def build_wheelhouse(dest: Path | None = None, *, extras: str = "server", progress: Progress = _say) -> Path:
+    """Wheels of hci-envs and every dependency, built with this interpreter (skipped if up to date)."""
+    dest = dest or BUILD / "wheels"
+    key = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode() + _source_digest()).hexdigest()
+    stamp = dest / ".stamp"
+    if stamp.exists() and stamp.read_text() == key:
+        progress(f"wheelhouse {dest} is up to date")
+        return dest
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    progress(f"building the wheelhouse in {dest} (pip wheel; needs an index once, never at image build)")
+    _run([sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(dest), f"{ROOT}[{extras}]"], progress)
+    stamp.write_text(key)
+    return dest
+
+
+def _source_digest() -> bytes:
+    digest = hashlib.sha256()
+    for package in ("hci_envs", "traits", "recorders"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            digest.update(path.relative_to(ROOT).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.digest()
+
+
+# -- images ----------------------------------------------------------------------------------------------------
+def docker_build(context: Path, tag: str, *, buildargs: dict[str, str] | None = None,
+                 progress: Progress = _say) -> str:
+    """``docker build`` through the SDK, streaming the build's output; returns the image id."""
+    client = docker_client()
+    progress(f"building {tag}")
+    started = time.monotonic()
+    api = client.api
+    image_id = None
+    errors = []
+    for chunk in api.build(path=str(context), tag=tag, buildargs=buildargs or {}, rm=True, forcerm=True,
+                           decode=True, pull=False):
+        if "stream" in chunk:
+            line = chunk["stream"].rstrip()
+            if line.startswith("Step ") or "installing" in line or "Successfully" in line:
+                progress(f"  {line}")
+        if "error" in chunk:
+            errors.append(chunk["error"])
+        if "aux" in chunk and "ID" in chunk["aux"]:
+            image_id = chunk["aux"]["ID"]
+    if errors or image_id is None:
+        raise ProviderError(f"building {tag} failed: {' '.join(errors) or 'no image id'}")
+    progress(f"{tag} built in {time.monotonic() - started:.0f}s")
+    return image_id
+
+
+def build_base(*, base: str = BASE_OS, tag: str = BASE, offline: bool = True, mirror: str = DEFAULT_MIRROR,
+               progress: Progress = _say) -> str:
+    """hci-envs/base: the base desktop image. ``offline`` makes the Debian base with debootstrap first
+    (unless it exists); otherwise ``base`` is pulled or used as it is."""
+    client = docker_client()
+    if offline and base == BASE_OS and not image_exists(client, BASE_OS):
+        build_base_os(mirror=mirror, progress=progress)
+    wheels = build_wheelhouse(progress=progress)
+    context = BUILD / "base"
+    if context.exists():
+        shutil.rmtree(context)
+    shutil.copytree(IMAGES / "base", context)
+    shutil.copytree(wheels, context / "wheels", ignore=shutil.ignore_patterns(".stamp"))
+    packages = " ".join(SYSTEM_PACKAGES)
+    return docker_build(context, tag, buildargs={"BASE": base, "SYSTEM_PACKAGES": packages}, progress=progress)
+
+
+def build_dockerfile_dir(directory: Path, tag: str, *, files: dict[str, Path] | None = None,
+                         base: str = BASE, progress: Progress = _say) -> str:
+    """Build an image from a folder of images/ (with extra ``files`` copied into its context)."""
+    context = BUILD / directory.name
+    if context.exists():
+        shutil.rmtree(context)
+    shutil.copytree(directory, context)
+    for name, source in (files or {}).items():
+        shutil.copy2(source, context / name)
+    return docker_build(context, tag, buildargs={"BASE": base}, progress=progress)
+
+
+def derived_dockerfile(env_spec: str, env_class: type, *, base: str = BASE, module_file: str | None = None) -> str:
+    """The Dockerfile of an environment's image: the base, the packages its traits declare, its code."""
+    packages = [p for p in env_class.all_system_packages() if p not in SYSTEM_PACKAGES]
+    python_packages = env_class.all_python_packages()
+    lines = [f"FROM {base}", "USER root"]
+    if packages:
+        lines.append(f"RUN sh /usr/local/sbin/install-system-packages {' '.join(sorted(packages))}")
+    if python_packages:  # these need an index (or PIP_INDEX_URL pointing at a mirror) at build time
+        quoted = " ".join(json.dumps(p) for p in python_packages)
+        lines.append(f"RUN /opt/hci-envs/bin/pip install --no-cache-dir {quoted}")
+    serve_env = env_spec
+    if module_file is not None:
+        lines.append(f"COPY {Path(module_file).name} /opt/env/{Path(module_file).name}")
+        serve_env = f"/opt/env/{Path(module_file).name}:{env_spec.rpartition(':')[2]}"
+    lines += ["USER hci", f"ENV HCI_ENVS_ENV={serve_env}",
+              'CMD ["hci-envs", "serve", "--host", "0.0.0.0", "--port", "8000"]']
+    return "\n".join(lines) + "\n"
+
+
+def build_env_image(env_spec: str, tag: str | None = None, *, base: str = BASE, progress: Progress = _say) -> str:
+    """``hci-envs image build ENV``: an image for an installed environment name, ``module:Class`` or
+    ``path/to/file.py:Class``, with the system packages its traits need."""
+    from .cli import load_env_class
+
+    env_class = load_env_class(env_spec)
+    module_file = None
+    if ":" in env_spec and env_spec.rpartition(":")[0].endswith(".py"):
+        module_file = env_spec.rpartition(":")[0]
+    elif ":" in env_spec:
+        source = inspect.getsourcefile(env_class)
+        if source and not _inside_project(source):
+            module_file = source
+            env_spec = f"{Path(source).name}:{env_class.__name__}"
+    name = tag or f"hci-envs/{env_class.__name__.lower()}:latest"
+    context = BUILD / f"env-{env_class.__name__.lower()}"
+    if context.exists():
+        shutil.rmtree(context)
+    context.mkdir(parents=True)
+    if module_file:
+        shutil.copy2(module_file, context / Path(module_file).name)
+    (context / "Dockerfile").write_text(derived_dockerfile(env_spec, env_class, base=base, module_file=module_file))
+    progress(f"derived Dockerfile for {env_class.__name__}:\n" + textwrap.indent((context / "Dockerfile").read_text(), "    "))
+    return docker_build(context, name, progress=progress)
+
+
+def _inside_project(path: str) -> bool:
+    """Code of hci-envs itself (installed in every image) need not be copied into one."""
+    try:
+        Path(path).resolve().relative_to(ROOT)
+        return True
+    except ValueError:
+        return False
+
+
+def build_all(*, for_tests: bool = False, offline: bool = True, mirror: str = DEFAULT_MIRROR,
+              progress: Progress = _say) -> dict[str, str]:
+    """Everything: the Debian base (offline), the wheelhouse, hci-envs/base, hci-envs/editor, and with
+    ``for_tests`` the test suite's image."""
+    started = time.monotonic()
+    built = {BASE: build_base(offline=offline, mirror=mirror, progress=progress)}
+    built["hci-envs/editor:latest"] = build_dockerfile_dir(IMAGES / "editor", "hci-envs/editor:latest",
+                                                           progress=progress)
+    if for_tests:
+        built["hci-envs-test/probe:latest"] = build_dockerfile_dir(
+            IMAGES / "testing", "hci-envs-test/probe:latest",
+            files={"tk_probe.py": ROOT / "tests" / "apps" / "tk_probe.py"}, progress=progress,
+        )
+    progress(f"images ready in {time.monotonic() - started:.0f}s: {', '.join(built)}")
+    return built

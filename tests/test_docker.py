@@ -1,0 +1,222 @@
+"""Environments as containers: started from Python in one call, reached, isolated, cleaned up.
+
+Runs against the real Docker daemon and the images `python3 -m hci_envs test` builds (offline) first.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from conftest import need, need_programs
+from helpers import HERE, McpClient
+from test_openenv_compat import openenv_python
+
+from hci_envs import HciEnvClient
+from hci_envs.errors import HciEnvsError, ProviderError
+from hci_envs.providers import DockerProvider
+from hci_envs.providers.docker import LABEL
+
+PROBE_IMAGE = "hci-envs-test/probe:latest"
+BASE_IMAGE = "hci-envs/base:latest"
+
+
+@pytest.fixture(scope="module")
+def docker_client():
+    try:
+        import docker
+
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:  # noqa: BLE001
+        need(False, f"the Docker daemon ({exc})")
+    for image in (PROBE_IMAGE, BASE_IMAGE):
+        try:
+            client.images.get(image)
+        except Exception:  # noqa: BLE001
+            need(False, f"the image {image}; `hci-envs image build --for-tests` builds it")
+    yield client
+    left = client.containers.list(all=True, filters={"label": LABEL})
+    assert not left, f"containers left behind: {[c.name for c in left]}"
+
+
+def probe_state(provider: DockerProvider) -> dict:
+    for _ in range(100):
+        code, out = provider.container.exec_run("cat /tmp/probe-state.json")
+        if code == 0:
+            try:
+                return json.loads(out)
+            except ValueError:
+                pass
+        time.sleep(0.1)
+    raise AssertionError("the probe app in the container wrote no state")
+
+
+def wait_probe(provider: DockerProvider, predicate, what: str) -> dict:
+    deadline = time.monotonic() + 10
+    state = {}
+    while time.monotonic() < deadline:
+        state = probe_state(provider)
+        if predicate(state):
+            return state
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}: {state}")
+
+
+def center(state: dict, widget: str) -> tuple[int, int]:
+    x, y, w, h = state["widgets"][widget]
+    return x + w // 2, y + h // 2
+
+
+def test_a_container_episode_mcp_vnc_openenv_and_cleanup(docker_client):
+    need_programs("chromium")
+    with HciEnvClient.from_docker_image(PROBE_IMAGE) as env:
+        provider = env.provider
+        name = provider.container.name
+        result = env.reset()
+        assert result.observation.screenshot.width == 1280
+        state = env.state()
+        assert state.mcp_url.startswith(provider.base_url) and state.agent_token
+        probe = wait_probe(provider, lambda s: s.get("ready"), "the probe app")
+        x, y = center(probe, "button")
+        with McpClient(state.mcp_url, token=state.agent_token) as mcp:
+            shot = mcp.ok("screenshot", {"format": "jpeg"})
+            assert shot.structured_content["width"] == 1280
+            mcp.ok("click", {"x": x, "y": y})
+        wait_probe(provider, lambda s: s["clicks"] == 1, "the MCP click inside the container")
+
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 950})
+                page.goto(state.vnc_url.replace("resize=scale", "resize=off"))
+                page.wait_for_function(
+                    "(() => { const c = document.querySelector('#noVNC_container canvas');"
+                    " return c && c.width === 1280 && c.height === 800; })()", timeout=30000)
+                box = page.locator("#noVNC_container canvas").bounding_box()
+                page.mouse.move(box["x"] + x, box["y"] + y)
+                time.sleep(0.2)
+                page.mouse.click(box["x"] + x, box["y"] + y)
+            finally:
+                browser.close()
+        wait_probe(provider, lambda s: s["clicks"] == 2, "the noVNC click inside the container")
+
+        peer = subprocess.run(
+            [openenv_python(), str(HERE / "openenv_peer" / "with_token.py"), provider.base_url, provider.control_token],
+            capture_output=True, text=True, timeout=120,
+        )
+        assert peer.returncode == 0, peer.stdout + peer.stderr
+        assert json.loads(peer.stdout.splitlines()[-1])["screenshot_width"] == 1280
+    assert not docker_client.containers.list(all=True, filters={"name": name})
+
+
+def test_four_containers_are_isolated(docker_client):
+    def session(i: int) -> tuple[int, list[bool], list[tuple[int, int]]]:
+        with HciEnvClient.from_docker_image(PROBE_IMAGE, cpus=1.0) as env:
+            env.reset()
+            canvas = wait_probe(env.provider, lambda s: s.get("ready"), "the probe")["widgets"]["canvas"]
+            spots = [(canvas[0] + 40 + 90 * k, canvas[1] + 80) for k in range(4)]
+            env.step({"type": "click", "x": spots[i][0], "y": spots[i][1]})
+            wait_probe(env.provider, lambda s: len(s["marks"]) == 1, "the mark")
+            image = env.step({"type": "wait", "ms": 300}).observation.screenshot.to_pil().convert("RGB")
+            red = [image.getpixel(p)[0] > 200 and image.getpixel(p)[1] < 80 for p in spots]
+            return i, red, spots
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(session, range(4)))
+    for i, red, _ in results:
+        assert red[i] and sum(red) == 1, f"container {i} sees {red}"
+
+
+def test_killed_container_gives_a_clear_error_and_is_cleaned_up(docker_client):
+    env = HciEnvClient.from_docker_image(BASE_IMAGE, timeout=20)
+    try:
+        env.reset()
+        name = env.provider.container.name
+        env.provider.container.kill()
+        start = time.monotonic()
+        with pytest.raises(HciEnvsError) as info:
+            env.step({"type": "wait", "ms": 1})
+        assert time.monotonic() - start < 25
+        assert "connection" in info.value.message or "closed" in info.value.message
+    finally:
+        env.close()
+    assert not docker_client.containers.list(all=True, filters={"name": name})
+
+
+def test_image_that_never_becomes_healthy_times_out_with_its_logs(docker_client):
+    provider = DockerProvider(BASE_IMAGE, command=["sh", "-c", "echo this server never starts; sleep 600"])
+    with pytest.raises(ProviderError) as info:
+        provider.start(timeout=4)
+    assert "did not become healthy" in info.value.message and "this server never starts" in info.value.message
+    assert provider.container is None
+    left = docker_client.containers.list(all=True, filters={"label": LABEL, "ancestor": BASE_IMAGE})
+    assert not left
+
+
+def test_inside_the_container_nothing_runs_as_root_and_capabilities_are_dropped(docker_client):
+    with DockerProvider(PROBE_IMAGE) as provider:
+        httpx.post(provider.base_url + "/reset", json={},
+                   headers={"authorization": f"Bearer {provider.control_token}"}, timeout=60).raise_for_status()
+        code, users = provider.container.exec_run(["sh", "-c", "ps -eo user= | sort -u"])
+        assert code == 0 and users.decode().split() == ["hci"], users
+        code, status = provider.container.exec_run(["cat", "/proc/1/status"])
+        caps = {line.split(":")[0]: line.split()[1] for line in status.decode().splitlines() if line.startswith("Cap")}
+        assert caps["CapEff"] == caps["CapPrm"] == caps["CapBnd"] == "0000000000000000", caps
+        assert "NoNewPrivs:\t1" in status.decode()
+        attrs = provider.container.attrs["HostConfig"]
+        assert attrs["Privileged"] is False and attrs["CapDrop"] == ["ALL"] and attrs["PidsLimit"] == 1024
+        health = provider.container.attrs["Config"]["Healthcheck"]["Test"]
+        assert "/health" in " ".join(health)
+        names = {c.name for c in docker_client.containers.list(filters={"health": "healthy"})}
+        deadline = time.monotonic() + 30
+        while provider.container.name not in names and time.monotonic() < deadline:
+            time.sleep(0.5)
+            names = {c.name for c in docker_client.containers.list(filters={"health": "healthy"})}
+        assert provider.container.name in names, "docker never saw the container healthy"
+
+
+def test_exposed_without_tokens_is_refused_in_the_container(docker_client):
+    container = docker_client.containers.run(BASE_IMAGE, detach=True, labels={LABEL: "test"})
+    try:
+        container.wait(timeout=30)
+        logs = container.logs().decode()
+        assert "refusing to listen on 0.0.0.0" in logs
+    finally:
+        container.remove(force=True)
+
+
+def test_openenv_from_docker_image_works_with_our_image(docker_client):
+    before = {c.id for c in docker_client.containers.list(all=True)}
+    peer = subprocess.run([openenv_python(), str(HERE / "openenv_peer" / "from_docker.py"), PROBE_IMAGE],
+                          capture_output=True, text=True, timeout=240)
+    assert peer.returncode == 0, peer.stdout + peer.stderr
+    seen = json.loads(peer.stdout.splitlines()[-1])
+    assert seen["width"] == 1280 and seen["clicked"]
+    time.sleep(1)
+    assert not ({c.id for c in docker_client.containers.list(all=True)} - before), "OpenEnv left a container"
+
+
+def test_image_derived_from_an_environments_traits(docker_client):
+    from hci_envs.images import build_env_image, derived_dockerfile
+    from traits import WorkstationEnv
+
+    dockerfile = derived_dockerfile("workstation", WorkstationEnv)
+    assert "HCI_ENVS_ENV=workstation" in dockerfile
+    tag = "hci-envs-test/custom:latest"
+    build_env_image(str(HERE / "envs" / "custom_env.py") + ":CustomEnv", tag, progress=lambda m: None)
+    try:
+        with HciEnvClient.from_docker_image(tag) as env:
+            env.reset()
+            out = env.call_tool("bash", command="id -un; echo $HOME")
+            assert out.observation.data["stdout"].split()[0] == "hci"
+            assert env.call_tool("write_note", text="inside").observation.data == {"lines": 1}
+            assert env.state().screen_width == 1024
+    finally:
+        docker_client.images.remove(tag, force=True)
