@@ -29,8 +29,9 @@ RUNTIME_APT = [
     "fonts-dejavu-core", "fonts-noto-cjk", "fonts-noto-color-emoji", "x11-utils",
 ]
 #: What the tests and benchmarks need on top: a browser for the noVNC page, the baseline tools of the
-#: computer-use demo (xdotool, scrot, ImageMagick), and debootstrap for the offline base image.
-TEST_APT = ["chromium", "xdotool", "scrot", "imagemagick", "debootstrap", "ca-certificates"]
+#: computer-use demo (xdotool, scrot, ImageMagick), debootstrap for the offline base image, and the text
+#: editor of the built-in task suite.
+TEST_APT = ["chromium", "mousepad", "xdotool", "scrot", "imagemagick", "debootstrap", "ca-certificates"]
 
 
 def log(message: str) -> None:

@@ -1,0 +1,39 @@
+"""Translators between the canonical actions and the computer-use schemas agents already speak.
+
+    from hci_envs.adapters import anthropic, openai, osworld
+    actions = anthropic.from_anthropic({"action": "left_click", "coordinate": [512, 384]}, scale=0.8)
+    payload = openai.to_openai({"type": "click", "x": 10, "y": 20})
+
+``from_*`` returns a list of canonical action dicts (a foreign action can take several of ours); ``to_*``
+returns the foreign payload. Anything without a faithful translation is refused with
+:class:`UnsupportedActionError`, which names the action. OSWorld's DONE and FAIL are not desktop actions:
+they raise :class:`EpisodeSignal` carrying the status. Client-side: no server packages needed.
+"""
+
+from __future__ import annotations
+
+from ..errors import InvalidActionError
+
+
+class UnsupportedActionError(InvalidActionError):
+    """The action has no faithful translation in the other schema."""
+
+    code = "UNSUPPORTED_ACTION"
+
+
+class EpisodeSignal(Exception):
+    """An agent's "done" or "fail": the end of its episode, not an action for the desktop."""
+
+    def __init__(self, status: str) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def require(payload: dict, key: str, schema: str) -> object:
+    if key not in payload:
+        raise InvalidActionError(f"{schema} action {payload.get('action') or payload.get('type') or payload.get('action_type')!r} "
+                                 f"needs '{key}'", field=key)
+    return payload[key]
+
+
+__all__ = ["EpisodeSignal", "UnsupportedActionError", "require"]

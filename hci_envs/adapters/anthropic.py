@@ -1,0 +1,131 @@
+"""Anthropic's computer tool (``computer_20250124``) and the canonical actions.
+
+Coordinates: the computer-use demo shows the model a screenshot scaled down to a target resolution and
+takes its coordinates in that space; pass the factor as ``scale`` (image pixels per screen pixel, as our
+screenshots report it) and the canonical actions carry it, so the executor maps them back to the screen.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..actions import parse_action
+from . import UnsupportedActionError, require
+
+SCHEMA = "Anthropic computer_20250124"
+_CLICKS = {"left_click": ("left", 1), "right_click": ("right", 1), "middle_click": ("middle", 1),
+           "double_click": ("left", 2), "triple_click": ("left", 3)}
+_SCROLL = {"up": ("dy", -1), "down": ("dy", 1), "left": ("dx", -1), "right": ("dx", 1)}
+
+
+def _xy(payload: dict[str, Any], key: str = "coordinate") -> tuple[int, int]:
+    value = require(payload, key, SCHEMA)
+    if not (isinstance(value, list | tuple) and len(value) == 2):
+        raise UnsupportedActionError(f"{SCHEMA}: {key} must be [x, y], not {value!r}", field=key)
+    return int(value[0]), int(value[1])
+
+
+def _modifiers(payload: dict[str, Any]) -> list[str]:
+    text = payload.get("text")
+    return [m for m in text.split("+") if m] if text else []
+
+
+def _with_scale(action: dict[str, Any], scale: float | None) -> dict[str, Any]:
+    if scale is not None and scale != 1:
+        action["scale"] = scale
+    parse_action(action)  # checked against the vocabulary now, with a message naming the field
+    return action
+
+
+def _pointer(out: dict[str, Any], payload: dict[str, Any], scale: float | None) -> dict[str, Any]:
+    """A click or scroll: at the payload's coordinate if it has one, with the modifiers held in its text."""
+    if "coordinate" in payload:
+        out["x"], out["y"] = _xy(payload)
+    if payload.get("text"):
+        out["modifiers"] = _modifiers(payload)
+    return _with_scale(out, scale)
+
+
+def from_anthropic(payload: dict[str, Any], *, scale: float | None = None) -> list[dict[str, Any]]:
+    action = payload.get("action")
+    if action in _CLICKS:
+        button, count = _CLICKS[action]
+        return [_pointer({"type": "click", "button": button, "count": count}, payload, scale)]
+    if action == "mouse_move":
+        x, y = _xy(payload)
+        return [_with_scale({"type": "mouse_move", "x": x, "y": y}, scale)]
+    if action == "left_click_drag":
+        start, end = _xy(payload, "start_coordinate"), _xy(payload)
+        return [_with_scale({"type": "drag", "path": [list(start), list(end)]}, scale)]
+    if action in ("left_mouse_down", "left_mouse_up"):
+        return [{"type": "mouse_down" if action == "left_mouse_down" else "mouse_up", "button": "left"}]
+    if action == "type":
+        return [{"type": "type_text", "text": str(require(payload, "text", SCHEMA))}]
+    if action == "key":
+        combos = str(require(payload, "text", SCHEMA)).split()  # xdotool style: "ctrl+a BackSpace"
+        return [_with_scale({"type": "key", "keys": combos if len(combos) > 1 else combos[0]}, None)]
+    if action == "hold_key":
+        return [_with_scale({"type": "hold_key", "keys": str(require(payload, "text", SCHEMA)),
+                             "seconds": float(require(payload, "duration", SCHEMA))}, None)]
+    if action == "scroll":
+        direction = require(payload, "scroll_direction", SCHEMA)
+        if direction not in _SCROLL:
+            raise UnsupportedActionError(f"{SCHEMA}: scroll_direction {direction!r} is not up, down, left or right",
+                                         field="scroll_direction")
+        axis, sign = _SCROLL[direction]
+        return [_pointer({"type": "scroll", axis: sign * int(payload.get("scroll_amount", 1))}, payload, scale)]
+    if action == "wait":
+        return [{"type": "wait", "ms": int(round(float(require(payload, "duration", SCHEMA)) * 1000))}]
+    if action == "screenshot":
+        return [{"type": "screenshot"}]
+    if action == "cursor_position":
+        return [{"type": "cursor_position"}]
+    raise UnsupportedActionError(f"{SCHEMA}: unknown action {action!r}", field="action")
+
+
+def _anthropic_pointer(out: dict[str, Any], a: Any) -> dict[str, Any]:
+    if a.x is not None:
+        out["coordinate"] = [a.x, a.y]
+    if a.modifiers:
+        out["text"] = "+".join(a.modifiers)
+    return out
+
+
+def to_anthropic(action: dict[str, Any]) -> dict[str, Any]:
+    a = parse_action(action)
+    kind = a.type
+    if kind == "click":
+        name = {("left", 1): "left_click", ("right", 1): "right_click", ("middle", 1): "middle_click",
+                ("left", 2): "double_click", ("left", 3): "triple_click"}.get((a.button, a.count))
+        if name is None:
+            raise UnsupportedActionError(f"{SCHEMA} has no {a.button} click x{a.count}", field="button")
+        return _anthropic_pointer({"action": name}, a)
+    if kind == "mouse_move":
+        return {"action": "mouse_move", "coordinate": [a.x, a.y]}
+    if kind == "drag":
+        if len(a.path) != 2 or a.button != "left" or a.modifiers:
+            raise UnsupportedActionError(f"{SCHEMA} drags with the left button between two points only", field="path")
+        return {"action": "left_click_drag", "start_coordinate": list(a.path[0]), "coordinate": list(a.path[1])}
+    if kind in ("mouse_down", "mouse_up"):
+        if a.button != "left":
+            raise UnsupportedActionError(f"{SCHEMA} holds the left button only", field="button")
+        return {"action": "left_mouse_down" if kind == "mouse_down" else "left_mouse_up"}
+    if kind == "type_text":
+        return {"action": "type", "text": a.text}
+    if kind == "key":
+        if a.repeat != 1:
+            raise UnsupportedActionError(f"{SCHEMA} has no key repeat", field="repeat")
+        return {"action": "key", "text": " ".join(a.combos)}
+    if kind == "hold_key":
+        return {"action": "hold_key", "text": a.keys, "duration": a.seconds}
+    if kind == "scroll":
+        if a.dx and a.dy:
+            raise UnsupportedActionError(f"{SCHEMA} scrolls one axis at a time", field="dx")
+        direction = ("down" if a.dy > 0 else "up") if a.dy else ("right" if a.dx > 0 else "left")
+        amount = abs(a.dy or a.dx)
+        return _anthropic_pointer({"action": "scroll", "scroll_direction": direction, "scroll_amount": amount}, a)
+    if kind == "wait":
+        return {"action": "wait", "duration": a.ms / 1000}
+    if kind in ("screenshot", "cursor_position"):
+        return {"action": kind}
+    raise UnsupportedActionError(f"{SCHEMA} has no equivalent of {kind!r}", field="type")

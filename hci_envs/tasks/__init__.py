@@ -1,0 +1,16 @@
+"""Tasks and worlds: GUI tasks with start states and checkers, a runner with reports, the built-in suite.
+
+    from hci_envs.tasks import World, OracleAgent
+    with World() as world:                       # the built-in suite, in the workstation environment
+        report = world.run(OracleAgent(), report_dir="out")
+"""
+
+from .agents import NoopAgent, OracleAgent, RandomAgent
+from .scoring import Score, score
+from .spec import TaskFormatError, TaskSpec, load_tasks, parse_task
+from .world import BUILTIN, AgentContext, RunReport, TaskResult, World, write_reports
+
+__all__ = [
+    "BUILTIN", "AgentContext", "NoopAgent", "OracleAgent", "RandomAgent", "RunReport", "Score", "TaskFormatError",
+    "TaskResult", "TaskSpec", "World", "load_tasks", "parse_task", "score", "write_reports",
+]

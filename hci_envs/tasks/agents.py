@@ -1,0 +1,59 @@
+"""Agents for the built-in suite: a scripted oracle per task, a random agent and a do-nothing agent.
+
+An agent is a callable ``agent(observation, context)`` returning an action, a list of actions, or None
+when it is done. The oracle is privileged: it reads the task apps' state files (``context.read_json``) to
+find widgets, which a learning agent would have to see on the screen.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+from .oracles import ORACLES
+
+
+class OracleAgent:
+    """Solves every built-in task with a script; one batch of actions per step."""
+
+    def __init__(self) -> None:
+        self._plans: dict[str, Iterator[Any]] = {}
+
+    def __call__(self, observation: Any, context: Any) -> Any:
+        task = context.task.id
+        if context.step == 0 or task not in self._plans:
+            script = ORACLES.get(task)
+            if script is None:
+                raise KeyError(f"no oracle for task {task!r}")
+            self._plans[task] = script(context)
+        return next(self._plans[task], None)
+
+
+class NoopAgent:
+    """Does nothing: every task must score 0 with it."""
+
+    def __call__(self, observation: Any, context: Any) -> Any:
+        return None
+
+
+class RandomAgent:
+    """Random clicks, keys and typing, ``steps`` of them per task."""
+
+    KEYS = ["enter", "tab", "up", "down", "left", "right", "BackSpace", "ctrl+a", "ctrl+s", "esc"]
+
+    def __init__(self, seed: int = 0, steps: int = 20) -> None:
+        self.rng = random.Random(seed)
+        self.steps = steps
+
+    def __call__(self, observation: Any, context: Any) -> Any:
+        if context.step >= self.steps:
+            return None
+        width, height = context.env.declared_state.width, context.env.declared_state.height
+        kind = self.rng.choice(["click", "click", "key", "type"])
+        if kind == "click":
+            return {"type": "click", "x": self.rng.randrange(width), "y": self.rng.randrange(height)}
+        if kind == "key":
+            return {"type": "key", "keys": self.rng.choice(self.KEYS)}
+        text = "".join(self.rng.choice("abcdefghijklmnopqrstuvwxyz 0123456789") for _ in range(self.rng.randint(1, 8)))
+        return {"type": "type_text", "text": text}

@@ -1,0 +1,19 @@
+"""What the suite's Tk apps share: an atomic JSON state file and widget geometry."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+
+def write_state(path: str, state: dict[str, Any]) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(state, f, ensure_ascii=False)
+    os.replace(tmp, path)
+
+
+def geometry(widget: Any) -> list[int]:
+    """[x, y, width, height] of a widget on the screen."""
+    return [widget.winfo_rootx(), widget.winfo_rooty(), widget.winfo_width(), widget.winfo_height()]

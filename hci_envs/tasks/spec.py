@@ -1,0 +1,210 @@
+"""The task spec: what to do, the world to do it in, and how to score the result. Declarative JSON or YAML.
+
+    {"id": "form-basic", "instruction": "Fill in ... and press Submit.",
+     "start_state": {"apps": [{"command": "{python} -m hci_envs.tasks.apps.form {home}/.form.json"}]},
+     "home_files": {"notes.txt": "..."},                     # written into the home before the apps start
+     "setup": [{"type": "wait", "ms": 100}],                 # actions run after the reset, before the agent
+     "checker": {"type": "json", "path": ".form.json", "pointer": "/submitted/name", "equals": "Ada"},
+     "max_steps": 30, "time_limit": 120}
+
+In commands, ``{python}`` is the Python running hci-envs and ``{home}`` the session's home directory.
+Checkers: ``file`` (exists, equals, contains, matches), ``json`` (a value in a JSON file), ``command`` (a shell
+command's exit code and output, run in the session), ``pixel`` (a screen colour), and ``all`` / ``any`` /
+``mean`` of others. A task scores 1.0 when its checker passes fully.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..actions.models import format_validation_error
+from ..errors import HciEnvsError
+from ..protocol import StartState
+
+
+class TaskFormatError(HciEnvsError, ValueError):
+    """A task file is malformed; the message names the file, the line and the field."""
+
+    code = "TASK_FORMAT"
+
+
+class _Check(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FileCheck(_Check):
+    """A file in the session's home: it exists, or its text equals / contains / matches."""
+
+    type: Literal["file"]
+    path: str
+    exists: bool = True
+    equals: str | None = None
+    contains: str | None = None
+    matches: str | None = None
+
+    @field_validator("matches")
+    @classmethod
+    def _regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {exc}") from None
+        return value
+
+
+class JsonCheck(_Check):
+    """A value in a JSON file of the home, addressed by a JSON pointer ("/submitted/name")."""
+
+    type: Literal["json"]
+    path: str
+    pointer: str = Field(pattern=r"^(/[^/]*)*$")
+    equals: Any = None
+    is_true: bool = False
+
+
+class CommandCheck(_Check):
+    """A shell command run in the session (its home, its display): exit code and output."""
+
+    type: Literal["command"]
+    run: str
+    exit_code: int | None = 0
+    stdout_equals: str | None = None
+    stdout_contains: str | None = None
+    timeout: float = Field(10.0, gt=0, le=120)
+
+
+class PixelCheck(_Check):
+    """The colour of one screen pixel."""
+
+    type: Literal["pixel"]
+    x: int = Field(ge=0)
+    y: int = Field(ge=0)
+    color: tuple[int, int, int]
+    tolerance: int = Field(0, ge=0, le=255)
+
+
+class AllCheck(_Check):
+    """Every check passes (scores 1), else 0."""
+
+    type: Literal["all"]
+    checks: list[Check] = Field(min_length=1)
+
+
+class AnyCheck(_Check):
+    """At least one check passes."""
+
+    type: Literal["any"]
+    checks: list[Check] = Field(min_length=1)
+
+
+class MeanCheck(_Check):
+    """Partial credit: the share of checks that pass."""
+
+    type: Literal["mean"]
+    checks: list[Check] = Field(min_length=1)
+
+
+Check = Annotated[Union[FileCheck, JsonCheck, CommandCheck, PixelCheck, AllCheck, AnyCheck, MeanCheck],  # noqa: UP007
+                  Field(discriminator="type")]
+for _model in (AllCheck, AnyCheck, MeanCheck):
+    _model.model_rebuild()
+
+
+class TaskSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+    instruction: str = Field(min_length=1)
+    start_state: StartState = StartState()
+    home_files: dict[str, str] = {}
+    setup: list[dict[str, Any]] = []
+    checker: Check
+    max_steps: int = Field(50, ge=1, le=100_000)
+    time_limit: float = Field(300.0, gt=0, le=86_400)
+    tags: list[str] = []
+
+    @field_validator("home_files")
+    @classmethod
+    def _relative(cls, files: dict[str, str]) -> dict[str, str]:
+        for path in files:
+            if path.startswith("/") or ".." in Path(path).parts:
+                raise ValueError(f"{path!r}: home files are relative paths inside the home")
+        return files
+
+
+def parse_task(data: Any, *, where: str = "task") -> TaskSpec:
+    try:
+        return TaskSpec.model_validate(data)
+    except ValidationError as exc:
+        raise TaskFormatError(f"{where}: {format_validation_error(exc)}") from None
+
+
+def load_tasks(source: str | Path) -> list[TaskSpec]:
+    """Tasks from a .json file (one task or a list), a .jsonl file, a .yaml file, a folder of such files,
+    or a Hugging Face dataset saved with ``save_to_disk`` (one task per row: a "task" column of JSON text,
+    or columns named as the spec's fields)."""
+    path = Path(source)
+    if path.is_dir():
+        if (path / "dataset_info.json").exists() or (path / "state.json").exists():
+            return _from_dataset(path)
+        tasks = []
+        for child in sorted(path.iterdir()):
+            if child.suffix in (".json", ".jsonl", ".yaml", ".yml"):
+                tasks += load_tasks(child)
+        return _unique(tasks, str(path))
+    if not path.exists():
+        raise TaskFormatError(f"{path}: no such file")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":
+        tasks = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except ValueError as exc:
+                raise TaskFormatError(f"{path}:{number}: not valid JSON ({exc})") from None
+            tasks.append(parse_task(data, where=f"{path}:{number}"))
+        return _unique(tasks, str(path))
+    if path.suffix in (".yaml", ".yml"):
+        from ..errors import require
+
+        yaml = require("yaml", "tasks", "reading YAML task files")
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise TaskFormatError(f"{path}: not valid YAML ({exc})") from None
+    else:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise TaskFormatError(f"{path}: not valid JSON ({exc})") from None
+    items = data if isinstance(data, list) else [data]
+    return _unique([parse_task(item, where=f"{path}[{i}]" if isinstance(data, list) else str(path))
+                    for i, item in enumerate(items)], str(path))
+
+
+def _from_dataset(path: Path) -> list[TaskSpec]:
+    from ..errors import require
+
+    datasets = require("datasets", "export", "reading tasks from a datasets folder")
+    dataset = datasets.load_from_disk(str(path))
+    tasks = []
+    for i, row in enumerate(dataset):
+        data = json.loads(row["task"]) if "task" in row else {k: v for k, v in row.items() if v is not None}
+        tasks.append(parse_task(data, where=f"{path} row {i}"))
+    return _unique(tasks, str(path))
+
+
+def _unique(tasks: list[TaskSpec], where: str) -> list[TaskSpec]:
+    seen: set[str] = set()
+    for task in tasks:
+        if task.id in seen:
+            raise TaskFormatError(f"{where}: two tasks have the id {task.id!r}")
+        seen.add(task.id)
+    return tasks

@@ -1,0 +1,255 @@
+"""World = data (tasks) + environment + evals + rewards.
+
+    world = World("hci_envs/tasks/builtin.jsonl")
+    task = world.next_task()
+    obs = world.reset(task)                 # the task's start state, home files and setup steps
+    ... agent acts through world.env ...
+    world.score(task).value                 # the reward: the task's checker on the resulting world
+    report = world.run(agent, report_dir="out")   # every task: reset, agent, score; JSON + Markdown + HTML
+
+An agent is any callable ``agent(observation, context) -> action | list of actions | None`` (None: done).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import plugins
+from ..errors import HciEnvsError
+from ..protocol import Observation
+from .scoring import Score, score
+from .spec import TaskSpec, load_tasks
+
+BUILTIN = Path(__file__).with_name("builtin.jsonl")
+Agent = Callable[[Observation, "AgentContext"], Any]
+
+
+@dataclass
+class AgentContext:
+    """What an agent is told besides the observation. ``env`` gives privileged agents (scripted oracles)
+    the session; a learning agent should act through observations and actions only."""
+
+    task: TaskSpec
+    step: int
+    env: Any
+
+    def read_json(self, relative: str) -> Any:
+        """A JSON file of the session's home (the task apps write their state there), or None."""
+        try:
+            return json.loads((self.env.home / relative).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+
+@dataclass
+class TaskResult:
+    task: str
+    score: float
+    success: bool
+    steps: int
+    seconds: float
+    details: list[str] = field(default_factory=list)
+    error: str | None = None
+    screenshot: str | None = None
+    episode: str | None = None
+
+
+@dataclass
+class RunReport:
+    results: list[TaskResult]
+
+    def summary(self) -> dict[str, Any]:
+        n = len(self.results) or 1
+        return {
+            "tasks": len(self.results),
+            "success_rate": round(sum(r.success for r in self.results) / n, 4),
+            "mean_score": round(sum(r.score for r in self.results) / n, 4),
+            "mean_steps": round(sum(r.steps for r in self.results) / n, 2),
+            "mean_seconds": round(sum(r.seconds for r in self.results) / n, 3),
+            "errors": sum(1 for r in self.results if r.error),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"summary": self.summary(), "results": [asdict(r) for r in self.results]}
+
+
+class World:
+    def __init__(self, tasks: str | Path | Iterable[TaskSpec] = BUILTIN, env: Any = None, *,
+                 env_name: str = "workstation", record_dir: str | Path | None = None) -> None:
+        self.tasks = load_tasks(tasks) if isinstance(tasks, str | Path) else list(tasks)
+        if not self.tasks:
+            raise HciEnvsError("a world needs at least one task")
+        self._own_env = env is None
+        self.env = env if env is not None else plugins.load(plugins.ENVIRONMENTS, env_name)()
+        self.record_dir = Path(record_dir) if record_dir else None
+        self._next = 0
+        self._templates = Path(tempfile.mkdtemp(prefix="hci-envs-tasks-"))
+
+    def next_task(self) -> TaskSpec | None:
+        """The next task, in order; None after the last."""
+        if self._next >= len(self.tasks):
+            return None
+        task = self.tasks[self._next]
+        self._next += 1
+        return task
+
+    def task(self, task_id: str) -> TaskSpec:
+        for task in self.tasks:
+            if task.id == task_id:
+                return task
+        raise HciEnvsError(f"no task {task_id!r}")
+
+    # -- one task --------------------------------------------------------------------------------------
+    def start_state(self, task: TaskSpec) -> dict[str, Any]:
+        """The task's start state with its home files as the home template and the placeholders filled."""
+        state = task.start_state.model_dump()
+        if task.home_files:
+            template = self._templates / task.id
+            if template.exists():
+                shutil.rmtree(template)
+            for relative, content in task.home_files.items():
+                target = template / relative
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(content, encoding="utf-8")
+            state["home_template"] = str(template)
+        fill = {"{python}": sys.executable, "{home}": str(self.env.home)}
+        for app in state["apps"]:
+            command = app["command"]
+            if isinstance(command, str):
+                for key, value in fill.items():
+                    command = command.replace(key, value)
+            else:
+                command = [fill.get(part, part) for part in command]
+            app["command"] = command
+        return state
+
+    def reset(self, task: TaskSpec) -> Observation:
+        obs = self.env.reset(episode_id=task.id, start_state=self.start_state(task))
+        for item in task.setup:
+            self.env.perform(item)
+        return obs if not task.setup else self.env.observe()
+
+    def score(self, task: TaskSpec, settle: float = 0.3) -> Score:
+        """Score the world once it has settled (apps catch up with the last input before they draw)."""
+        if self.env.desktop is not None and settle:
+            self.env.desktop.events.wait_settled(quiet=settle, timeout=5.0)
+        return score(task.checker, self.env)
+
+    # -- the runner ------------------------------------------------------------------------------------
+    def run(self, agent: Agent, *, tasks: Iterable[TaskSpec] | None = None, report_dir: str | Path | None = None,
+            progress: bool = True) -> RunReport:
+        chosen = list(tasks) if tasks is not None else self.tasks
+        out = Path(report_dir) if report_dir else None
+        if out:
+            (out / "screens").mkdir(parents=True, exist_ok=True)
+        results = []
+        for n, task in enumerate(chosen, start=1):
+            result = self._run_one(agent, task, out)
+            results.append(result)
+            if progress:
+                mark = "ok " if result.success else ("ERR" if result.error else "-- ")
+                print(f"[{n:>3}/{len(chosen)}] {mark} {task.id:<28} score {result.score:.2f}  "
+                      f"{result.steps:>3} steps  {result.seconds:6.1f}s", file=sys.stderr, flush=True)
+        report = RunReport(results)
+        if out:
+            write_reports(report, out)
+        return report
+
+    def _run_one(self, agent: Agent, task: TaskSpec, out: Path | None) -> TaskResult:
+        started = time.monotonic()
+        steps = 0
+        recorder = None
+        error = None
+        try:
+            obs = self.reset(task)
+            if self.record_dir is not None:
+                recorder = plugins.load(plugins.RECORDERS, "episodes")(
+                    self.env, None, self.record_dir, source="agent", name=task.id, task=task.id).start()
+            while steps < task.max_steps and time.monotonic() - started < task.time_limit and not obs.done:
+                action = agent(obs, AgentContext(task, steps, self.env))
+                if action is None:
+                    break
+                obs = self.env.step(action)
+                steps += 1
+        except HciEnvsError as exc:
+            error = f"{type(exc).__name__}: {exc.message}"
+        finally:
+            if recorder is not None:
+                recorder.stop("task ended")
+        try:
+            result_score = self.score(task)
+        except HciEnvsError as exc:
+            result_score, error = Score(0.0, False, []), error or f"scoring failed: {exc.message}"
+        screenshot = None
+        if out is not None and self.env.desktop is not None:
+            try:
+                image = self.env.desktop.screen.capture(fmt="png", max_side=960)
+                screenshot = f"screens/{task.id}.png"
+                (out / screenshot).write_bytes(image.data)
+            except HciEnvsError:
+                screenshot = None
+        return TaskResult(task.id, result_score.value, result_score.passed, steps,
+                          round(time.monotonic() - started, 3), result_score.details, error, screenshot,
+                          str(recorder.path) if recorder is not None else None)
+
+    def close(self) -> None:
+        if self._own_env:
+            self.env.close()
+        shutil.rmtree(self._templates, ignore_errors=True)
+
+    def __enter__(self) -> World:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def write_reports(report: RunReport, out: Path) -> None:
+    """report.json, report.md and report.html (each with the final screenshot of every task)."""
+    data = report.to_dict()
+    (out / "report.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
+    summary = data["summary"]
+    lines = ["# Task run", "", f"{summary['tasks']} tasks, success rate {summary['success_rate']:.0%}, "
+             f"mean score {summary['mean_score']:.2f}, {summary['mean_steps']} steps and "
+             f"{summary['mean_seconds']:.1f}s per task on average.", "",
+             "| task | score | steps | seconds | details |", "|---|---|---|---|---|"]
+    for r in report.results:
+        details = "; ".join(r.details) + (f" ERROR {r.error}" if r.error else "")
+        lines.append(f"| {r.task} | {r.score:.2f} | {r.steps} | {r.seconds:.1f} | {details.replace('|', '/')} |")
+    lines.append("")
+    for r in report.results:
+        if r.screenshot:
+            lines += [f"## {r.task}", "", f"![final screen of {r.task}]({r.screenshot})", ""]
+    (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
+    rows = []
+    for r in report.results:
+        image = ""
+        if r.screenshot and (out / r.screenshot).exists():
+            encoded = base64.b64encode((out / r.screenshot).read_bytes()).decode()
+            image = f'<img alt="final screen of {r.task}" width="480" src="data:image/png;base64,{encoded}">'
+        status = "pass" if r.success else "fail"
+        rows.append(f'<tr class="{status}"><td>{r.task}</td><td>{r.score:.2f}</td><td>{r.steps}</td>'
+                    f"<td>{r.seconds:.1f}</td><td>{_escape('; '.join(r.details) + (r.error or ''))}</td>"
+                    f"<td>{image}</td></tr>")
+    html = (
+        "<!doctype html><meta charset='utf-8'><title>Task run</title>"
+        "<style>body{font-family:sans-serif}td{vertical-align:top;padding:4px}.pass td:nth-child(2){color:green}"
+        ".fail td:nth-child(2){color:#b00}</style>"
+        f"<h1>Task run</h1><p>{summary['tasks']} tasks, success rate {summary['success_rate']:.0%}, mean score "
+        f"{summary['mean_score']:.2f}</p><table><tr><th>task</th><th>score</th><th>steps</th><th>seconds</th>"
+        f"<th>details</th><th>final screen</th></tr>{''.join(rows)}</table>"
+    )
+    (out / "report.html").write_text(html, encoding="utf-8")
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -1,0 +1,193 @@
+"""Schema adapters: payloads in Anthropic's, OpenAI's and OSWorld's computer-use schemas, translated and
+executed, hit the same widgets as their canonical equivalents."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from hci_envs.adapters import EpisodeSignal, UnsupportedActionError
+from hci_envs.adapters.anthropic import from_anthropic, to_anthropic
+from hci_envs.adapters.openai import from_openai, to_openai
+from hci_envs.adapters.osworld import from_osworld, to_osworld
+from hci_envs.errors import InvalidActionError
+
+
+@pytest.fixture(scope="module")
+def desk(x11, tmp_path_factory):
+    from helpers import Probe
+
+    from traits import DesktopEnv
+
+    probe = Probe(tmp_path_factory.mktemp("adapters"))
+    env = DesktopEnv(start_state={"apps": [probe.app()]})
+    env.reset()
+    yield env, probe
+    env.close()
+
+
+@pytest.fixture
+def fresh(desk):
+    env, probe = desk
+    probe.state_path.unlink(missing_ok=True)
+    env.reset()
+    state = probe.wait_for(lambda s: s.get("ready"), what="the probe")
+    return env, probe, state
+
+
+def effects(env, probe, actions) -> dict:
+    for action in actions:  # one step each, the screen settling in between, as an agent would see it
+        env.step(action)
+        env.desktop.events.wait_settled(0.15, 3)
+    time.sleep(0.2)
+    s = probe.state()
+    return {k: s[k] for k in ("clicks", "entry", "entry_selection", "text_selection", "listbox_first_visible", "marks")}
+
+
+def scenario(state) -> dict:
+    bx, by, bw, bh = state["widgets"]["button"]
+    ex, ey, ew, eh = state["widgets"]["entry"]
+    lx, ly, lw, lh = state["widgets"]["listbox"]
+    tx, ty, _, _ = state["widgets"]["text"]
+    beta = state["text_char_bbox"]["beta"]
+    cx, cy, _, _ = state["widgets"]["canvas"]
+    return {"button": (bx + bw // 2, by + bh // 2), "entry": (ex + 20, ey + eh // 2), "list": (lx + lw // 2, ly + lh // 2),
+            "beta": (tx + beta[0] + 2, ty + beta[1] + beta[3] // 2), "canvas": (cx + 100, cy + 50),
+            "canvas_far": (cx + 200, cy + 60)}
+
+
+def canonical(p) -> list[dict]:
+    return [
+        {"type": "click", "x": p["button"][0], "y": p["button"][1]},
+        {"type": "click", "x": p["entry"][0], "y": p["entry"][1]},
+        {"type": "type_text", "text": "hé llo"},
+        {"type": "key", "keys": "ctrl+a"},
+        {"type": "scroll", "x": p["list"][0], "y": p["list"][1], "dy": 3},
+        {"type": "click", "x": p["beta"][0], "y": p["beta"][1], "count": 2},
+        {"type": "mouse_move", "x": p["canvas"][0], "y": p["canvas"][1]},
+        {"type": "click", "x": p["canvas"][0], "y": p["canvas"][1]},
+    ]
+
+
+def anthropic_payloads(p, scale=1.0):
+    s = lambda xy: [round(xy[0] * scale), round(xy[1] * scale)]  # noqa: E731
+    return [
+        {"action": "left_click", "coordinate": s(p["button"])},
+        {"action": "left_click", "coordinate": s(p["entry"])},
+        {"action": "type", "text": "hé llo"},
+        {"action": "key", "text": "ctrl+a"},
+        {"action": "scroll", "coordinate": s(p["list"]), "scroll_direction": "down", "scroll_amount": 3},
+        {"action": "double_click", "coordinate": s(p["beta"])},
+        {"action": "mouse_move", "coordinate": s(p["canvas"])},
+        {"action": "left_click"},
+    ]
+
+
+def openai_payloads(p):
+    return [
+        {"type": "click", "x": p["button"][0], "y": p["button"][1], "button": "left"},
+        {"type": "click", "x": p["entry"][0], "y": p["entry"][1], "button": "left"},
+        {"type": "type", "text": "hé llo"},
+        {"type": "keypress", "keys": ["CTRL", "A"]},
+        {"type": "scroll", "x": p["list"][0], "y": p["list"][1], "scroll_x": 0, "scroll_y": 300},
+        {"type": "double_click", "x": p["beta"][0], "y": p["beta"][1]},
+        {"type": "move", "x": p["canvas"][0], "y": p["canvas"][1]},
+        {"type": "click", "x": p["canvas"][0], "y": p["canvas"][1], "button": "left"},
+    ]
+
+
+def osworld_payloads(p):
+    return [
+        {"action_type": "CLICK", "parameters": {"button": "left", "x": p["button"][0], "y": p["button"][1]}},
+        {"action_type": "CLICK", "parameters": {"x": p["entry"][0], "y": p["entry"][1], "num_clicks": 1}},
+        {"action_type": "TYPING", "parameters": {"text": "hé llo"}},
+        {"action_type": "HOTKEY", "parameters": {"keys": ["ctrl", "a"]}},
+        {"action_type": "MOVE_TO", "parameters": {"x": p["list"][0], "y": p["list"][1]}},
+        {"action_type": "SCROLL", "parameters": {"dx": 0, "dy": -3}},
+        {"action_type": "DOUBLE_CLICK", "parameters": {"x": p["beta"][0], "y": p["beta"][1]}},
+        {"action_type": "MOVE_TO", "parameters": {"x": p["canvas"][0], "y": p["canvas"][1]}},
+        {"action_type": "CLICK", "parameters": {"button": "left"}},
+    ]
+
+
+def test_foreign_payloads_hit_the_same_widgets(fresh, desk):
+    env, probe, state = fresh
+    points = scenario(state)
+    expected = effects(env, probe, canonical(points))
+    assert expected["clicks"] == 1 and expected["entry"] == "hé llo" and expected["text_selection"] == "beta"
+    assert expected["listbox_first_visible"] > 0 and len(expected["marks"]) == 1
+    for name, payloads, translate in (
+        ("anthropic", anthropic_payloads(points), from_anthropic),
+        ("openai", openai_payloads(points), from_openai),
+        ("osworld", osworld_payloads(points), from_osworld),
+    ):
+        probe.state_path.unlink(missing_ok=True)
+        env.reset()
+        probe.wait_for(lambda s: s.get("ready"))
+        actions = [a for payload in payloads for a in translate(payload)]
+        assert effects(env, probe, actions) == expected, name
+
+
+def test_anthropic_coordinate_scaling(fresh):
+    env, probe, state = fresh
+    points = scenario(state)
+    scale = 0.5  # the model saw a 640x400 screenshot
+    shrunk = {k: (v[0] // 2 * 2, v[1] // 2 * 2) for k, v in points.items()}
+    actions = from_anthropic({"action": "left_click", "coordinate": [shrunk["canvas"][0] // 2, shrunk["canvas"][1] // 2]},
+                             scale=scale)
+    assert actions == [{"type": "click", "button": "left", "count": 1, "x": shrunk["canvas"][0] // 2,
+                        "y": shrunk["canvas"][1] // 2, "scale": 0.5}]
+    env.step(actions[0])
+    mark = probe.wait_for(lambda s: s["marks"], what="the scaled click")["marks"][0]
+    cx, cy, _, _ = state["widgets"]["canvas"]
+    assert mark == [shrunk["canvas"][0] - cx, shrunk["canvas"][1] - cy]
+
+
+def test_round_trips():
+    for action in ({"type": "click", "x": 5, "y": 6, "count": 2}, {"type": "scroll", "x": 1, "y": 2, "dy": -3},
+                   {"type": "type_text", "text": "x"}, {"type": "key", "keys": "ctrl+shift+t"},
+                   {"type": "drag", "path": [[1, 2], [30, 40]]}, {"type": "wait", "ms": 250}):
+        from hci_envs.actions import parse_action
+
+        canonical_action = parse_action(action)
+        assert parse_action(from_anthropic(to_anthropic(action))[0]) == canonical_action
+        assert [parse_action(a) for a in from_openai(to_openai(action))] == [canonical_action]
+    for action in ({"type": "click", "x": 5, "y": 6}, {"type": "type_text", "text": "x"},
+                   {"type": "key", "keys": ["ctrl+a", "BackSpace"]}):
+        from hci_envs.actions import parse_action
+
+        back = [a for p in to_osworld(action) for a in from_osworld(p)]
+        assert [parse_action(a) for a in back] == [parse_action(action)] if action["type"] != "key" else \
+            [parse_action(a).keys for a in back] == ["ctrl+a", "BackSpace"]
+
+
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (lambda: from_anthropic({"action": "teleport"}), "unknown action 'teleport'"),
+        (lambda: from_anthropic({"action": "left_click", "coordinate": [1]}), "coordinate must be [x, y]"),
+        (lambda: from_anthropic({"action": "type"}), "needs 'text'"),
+        (lambda: from_anthropic({"action": "scroll", "scroll_direction": "sideways"}), "sideways"),
+        (lambda: from_anthropic({"action": "key", "text": "ctrl+nokey"}), "unknown key name"),
+        (lambda: from_openai({"type": "click", "x": 1, "y": 2, "button": "back"}), "'back' button"),
+        (lambda: from_openai({"type": "fly"}), "unknown action 'fly'"),
+        (lambda: from_osworld({"action_type": "JUMP"}), "unknown action_type 'JUMP'"),
+        (lambda: from_osworld({"action_type": "TYPING", "parameters": {}}), "needs the parameter 'text'"),
+        (lambda: to_anthropic({"type": "clipboard_set", "text": "x"}), "no equivalent of 'clipboard_set'"),
+        (lambda: to_anthropic({"type": "drag", "path": [[0, 0], [1, 1], [2, 2]]}), "two points"),
+        (lambda: to_openai({"type": "hold_key", "keys": "a", "seconds": 1}), "no equivalent"),
+    ],
+)
+def test_unknown_or_untranslatable_actions_are_refused(call, message):
+    with pytest.raises(InvalidActionError) as info:
+        call()
+    assert message in str(info.value)
+
+
+def test_osworld_done_and_fail_end_the_episode():
+    for status in ("DONE", "FAIL"):
+        with pytest.raises(EpisodeSignal) as info:
+            from_osworld({"action_type": status})
+        assert info.value.status == status
+    assert issubclass(UnsupportedActionError, InvalidActionError)

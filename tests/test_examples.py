@@ -1,0 +1,62 @@
+"""The examples run as a user would run them, and do what their docstrings say."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import need_programs
+from helpers import ServerProcess
+from test_openenv_compat import openenv_python
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def run_example(name: str, *args: str, python: str = sys.executable, timeout: float = 300,
+                cwd: Path | None = None) -> str:
+    out = subprocess.run([python, str(EXAMPLES / name), *args], capture_output=True, text=True, timeout=timeout,
+                         cwd=cwd)
+    assert out.returncode == 0, f"{name} exited {out.returncode}:\n{out.stdout}\n{out.stderr}"
+    return out.stdout
+
+
+def test_custom_env_composes_checks_and_serves(x11):
+    need_programs("xterm")
+    out = run_example("custom_env.py")
+    assert "check_env: ok" in out
+    assert "1 notes" in out and "lines: 3" in out
+    tools = out.split("tools: ", 1)[1].split(", ")
+    assert {"write_note", "bash", "python", "click", "screenshot", "execute_code"} <= {t.strip() for t in tools}
+
+
+def test_run_suite_writes_reports_for_the_chosen_tasks(x11, tmp_path):
+    need_programs("xterm")
+    out = run_example("run_suite.py", "--tasks", "form-contact", "term-hello", "--out", str(tmp_path / "r"))
+    assert "oracle: success rate 1.00 over 2 tasks" in out
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert [r["task"] for r in report["results"]] == ["form-contact", "term-hello"]
+
+
+def test_run_suite_names_unknown_tasks(x11):
+    out = subprocess.run([sys.executable, str(EXAMPLES / "run_suite.py"), "--tasks", "no-such-task"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "unknown task ids: no-such-task" in out.stderr
+
+
+def test_record_and_replay_a_scripted_human(x11, tmp_path):
+    need_programs("xterm", "x11vnc")
+    out = run_example("record_and_replay.py", "--scripted", "--episodes", str(tmp_path), "--name", "demo",
+                      cwd=tmp_path)
+    assert "'text': 'echo hello from a human'" in out, out
+    assert "0 errors" in out and "final screen match 1.0" in out, out
+    assert (tmp_path / "demo" / "actions.jsonl").exists()
+
+
+def test_trl_environment_factory_through_openenv(x11):
+    need_programs("xterm")
+    python = openenv_python()
+    with ServerProcess("--env", "workstation", "--app", "xterm") as server:
+        out = run_example("trl_environment_factory.py", "--url", server.base_url, python=python)
+    assert "rewards: [1.0, 0.0, 1.0, 0.0]" in out
