@@ -12,7 +12,7 @@ import tkinter as tk
 width, height = (int(sys.argv[1]), int(sys.argv[2])) if len(sys.argv) > 2 else (600, 400)
 root = tk.Tk()
 root.title("hci-envs animation")
-root.geometry(f"{width}x{height}+660+380")
+root.geometry(f"{width}x{height}+0+0")  # the whole window on screen: every frame is new work
 canvas = tk.Canvas(root, width=width, height=height, bg="#202040", highlightthickness=0)
 canvas.pack(fill="both", expand=True)
 box = canvas.create_rectangle(0, height // 3, 80, height // 3 + 80, fill="#f0c020", outline="")
