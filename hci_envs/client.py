@@ -7,7 +7,7 @@
 
 Each client connection is one session: its own desktop, closed with the client. ``state()`` tells the
 session's MCP URL and agent token, for handing the desktop to an agent. Imports with the light install
-(pydantic, httpx, websockets): no X11 or server packages.
+(pydantic, httpx, websockets, python-xlib for key names): no X server or server packages.
 """
 
 from __future__ import annotations
@@ -73,6 +73,20 @@ def _decode(raw: str | bytes) -> dict[str, Any]:
         }
         raise error_from_dict(detail)
     return message
+
+
+def _snapshot_reply(response: Any) -> dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if response.status_code >= 400:
+        detail = body.get("error") if isinstance(body, dict) and isinstance(body.get("error"), dict) else {
+            "code": None, "message": f"HTTP {response.status_code}: {response.text[:200]}"}
+        raise error_from_dict(detail)
+    if not isinstance(body, dict):
+        raise TransportError("the server answered /snapshot with something other than a JSON object")
+    return body
 
 
 def _result(message: dict[str, Any]) -> StepResult:
@@ -203,6 +217,19 @@ class HciEnvClient(_Base):
         result = self.step({"type": "list_tools"})
         return list(getattr(result.observation, "tools", None) or [])
 
+    def snapshot(self, name: str) -> dict[str, Any]:
+        """Capture this session's files as ``name``; ``reset(snapshot=name)`` branches from it later.
+        Control plane only (needs the control token where one is set); refused in production mode."""
+        import httpx
+
+        session_id = self.state().session_id
+        try:
+            response = httpx.post(f"{self.base_url}/snapshot", json={"name": name, "session_id": session_id},
+                                  headers=self._headers, timeout=self.timeout)
+        except httpx.HTTPError as exc:
+            raise TransportError(f"cannot reach {self.base_url}: {exc}") from None
+        return _snapshot_reply(response)
+
     def close(self) -> None:
         if self._closed:
             return
@@ -303,6 +330,23 @@ class AsyncHciEnvClient(_Base):
 
     async def call_tool(self, name: str, **arguments: Any) -> StepResult:
         return await self.step({"tool": name, "arguments": arguments})
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        result = await self.step({"type": "list_tools"})
+        return list(getattr(result.observation, "tools", None) or [])
+
+    async def snapshot(self, name: str) -> dict[str, Any]:
+        """Capture this session's files as ``name``; ``reset(snapshot=name)`` branches from it later."""
+        import httpx
+
+        session_id = (await self.state()).session_id
+        try:
+            async with httpx.AsyncClient(timeout=self.timeout) as http:
+                response = await http.post(f"{self.base_url}/snapshot", json={"name": name, "session_id": session_id},
+                                           headers=self._headers)
+        except httpx.HTTPError as exc:
+            raise TransportError(f"cannot reach {self.base_url}: {exc}") from None
+        return _snapshot_reply(response)
 
     async def close(self) -> None:
         if self._closed:

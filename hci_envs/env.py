@@ -362,7 +362,7 @@ class DesktopEnvironment(Trait):
             if self.mode == "production":
                 raise ModeError("snapshot is disabled in production mode")
             if not name or "/" in name or name.startswith("."):
-                raise ConfigError(f"invalid snapshot name {name!r}")
+                raise ConfigError(f"invalid snapshot name {name!r}: a plain name without \"/\" or a leading dot")
             if self._snapshot_root is None:
                 self._snapshot_root = Path(tempfile.mkdtemp(prefix="hci-envs-snapshots-"))
             target = self._snapshot_root / name

@@ -21,8 +21,15 @@ frame) and back (the client raises the matching class), so the same failure read
     ├── AuthError                   a missing or wrong secret
     ├── ModeError                   refused by the server's mode (reset in production)
     ├── ConfigError                 a bad setting, refused before anything starts
+    │   └── ToolDefinitionError     a class's tools cannot be registered (hci_envs.tools)
+    │       └── DuplicateToolError  two traits offer one tool name
     ├── TransportError              the server could not be reached or broke the protocol
     └── ProviderError               a provider could not start or reach its server
+
+Defined next to their features: ``InvalidActionError`` > ``UnsupportedActionError`` (hci_envs.adapters),
+``TaskFormatError`` (hci_envs.tasks, also a ValueError), ``EnvCheckError`` (hci_envs.checks, also an
+AssertionError), both directly under HciEnvsError. Not an error:
+``hci_envs.adapters.EpisodeSignal``, an agent's "done"/"fail" carried out of an adapter.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from .actions.models import format_validation_error
-from .errors import InvalidActionError
+from .errors import ConfigError, InvalidActionError
 
 #: Names the model must never reach: the control plane.
 CONTROL_PLANE_NAMES = frozenset({"reset", "step", "state", "snapshot", "close", "restore", "set_mode"})
@@ -198,7 +198,11 @@ def specs_from_methods(cls: type) -> list[ToolSpec]:
     return specs
 
 
-class DuplicateToolError(TypeError):
+class ToolDefinitionError(ConfigError, TypeError):
+    """A class's tools cannot be registered (raised when the class is defined; also a TypeError)."""
+
+
+class DuplicateToolError(ToolDefinitionError):
     """Two traits of one environment offer a tool of the same name."""
 
 
@@ -215,7 +219,7 @@ def merge_registries(cls: type, bases: Sequence[type]) -> dict[str, ToolSpec]:
 
 def _add(registry: dict[str, ToolSpec], spec: ToolSpec, cls: type) -> None:
     if spec.name in CONTROL_PLANE_NAMES:
-        raise TypeError(
+        raise ToolDefinitionError(
             f"{spec.trait} declares a tool named {spec.name!r}, which is reserved for the control plane"
         )
     existing = registry.get(spec.name)

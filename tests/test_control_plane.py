@@ -302,6 +302,39 @@ def test_home_template_and_snapshots(x11, tmp_path):
         assert note.read_text() == "edited" and (env.home / "new.txt").read_text() == "new"
 
 
+def test_client_snapshot_branches_its_own_session(x11):
+    """A client's desktop is its own WebSocket session: its snapshot and branch must act on that session."""
+    from hci_envs.errors import ConfigError
+
+    def cat(env) -> str:
+        return env.call_tool("bash", command="cat saved.txt 2>/dev/null || echo missing").observation.data["stdout"]
+
+    async def async_side(url: str) -> str:
+        async with AsyncHciEnvClient(url) as env:
+            await env.reset()
+            await env.step({"tool": "bash", "arguments": {"command": "echo async > saved.txt"}})
+            await env.snapshot("async-branch")
+            await env.reset()
+            await env.reset(snapshot="async-branch")
+            result = await env.call_tool("bash", command="cat saved.txt")
+            return result.observation.data["stdout"]
+
+    with ServerProcess("--env", "workstation") as server:
+        with HciEnvClient(server.base_url) as env:
+            env.reset()
+            env.call_tool("bash", command="echo kept > saved.txt")
+            assert env.snapshot("branch")["name"] == "branch"
+            env.call_tool("bash", command="echo changed > saved.txt")
+            env.reset()
+            assert cat(env) == "missing\n"
+            env.reset(snapshot="branch")
+            assert cat(env) == "kept\n"
+            with pytest.raises(ConfigError, match="snapshot"):
+                env.snapshot("bad/name")
+            assert cat(env) == "kept\n"  # the session carries on
+        assert asyncio.run(async_side(server.base_url)) == "async\n"
+
+
 # -- the client library ----------------------------------------------------------------------------------
 def test_client_from_local_starts_and_always_stops_the_server(x11):
     with HciEnvClient.from_local(size=(800, 600), apps=["xterm"]) as env:

@@ -3,7 +3,7 @@
     app = create_app(ServerConfig(env_class=DesktopEnv))
     uvicorn.run(app, host="127.0.0.1", port=8000)
 
-Routes (see docs/server.md): ``/health``; ``/mcp`` and ``/sessions/{id}/mcp`` (MCP over streamable HTTP, the
+Routes (documented in README.md): ``/health``; ``/mcp`` and ``/sessions/{id}/mcp`` (MCP over streamable HTTP, the
 model's interface); ``/metadata``, ``/schema``, ``/reset``, ``/step``, ``/state``, ``/ws`` (OpenEnv's wire
 protocol, the control plane); ``/sessions`` (create, list, close); ``/vnc/`` (the browser view).
 """
