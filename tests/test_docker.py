@@ -220,3 +220,35 @@ def test_image_derived_from_an_environments_traits(docker_client):
             assert env.state().screen_width == 1024
     finally:
         docker_client.images.remove(tag, force=True)
+
+
+OWNER_SCRIPT = """
+import sys, time
+from hci_envs import HciEnvClient
+env = HciEnvClient.from_docker_image(sys.argv[1])
+env.reset()
+print(env.provider.container.name, flush=True)
+if sys.argv[2] == "exit":
+    sys.exit(0)  # never closed: the interpreter's exit must remove the container
+time.sleep(600)  # interrupted by Ctrl-C
+"""
+
+
+@pytest.mark.parametrize("ending", ["ctrl-c", "exit"])
+def test_ctrl_c_or_interpreter_exit_removes_the_container(docker_client, ending):
+    import signal
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", OWNER_SCRIPT, BASE_IMAGE, ending],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        name = proc.stdout.readline().strip()
+        assert name, proc.stderr.read()
+        assert docker_client.containers.list(all=True, filters={"name": name})
+        if ending == "ctrl-c":
+            proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not docker_client.containers.list(all=True, filters={"name": name}), f"{name} left after {ending}"
