@@ -158,8 +158,13 @@ def test_round_trips():
         from hci_envs.actions import parse_action
 
         back = [a for p in to_osworld(action) for a in from_osworld(p)]
-        assert [parse_action(a) for a in back] == [parse_action(action)] if action["type"] != "key" else \
-            [parse_action(a).keys for a in back] == ["ctrl+a", "BackSpace"]
+        if action["type"] != "key":
+            assert [parse_action(a) for a in back] == [parse_action(action)]
+        else:  # pyautogui spells keys its own way: compare the keys pressed, not their spelling
+            from hci_envs.actions.keys import parse_combo
+
+            assert [[k for _, k in parse_combo(parse_action(a).keys)] for a in back] == \
+                [[k for _, k in parse_combo(c)] for c in ["ctrl+a", "BackSpace"]]
 
 
 @pytest.mark.parametrize(
@@ -191,3 +196,48 @@ def test_osworld_done_and_fail_end_the_episode():
             from_osworld({"action_type": status})
         assert info.value.status == status
     assert issubclass(UnsupportedActionError, InvalidActionError)
+
+
+@pytest.mark.parametrize("keys", ["enter", "ctrl+shift+t", "super+pageup", "F11", "F24", "ctrl++", "Caps_Lock",
+                                  "é", "shift+Tab", "alt+F4", "Prior", "ctrl+Home"])
+def test_key_names_translate_both_ways(keys):
+    from hci_envs.actions.keys import parse_combo
+
+    pressed = [k for _, k in parse_combo(keys)]
+    via_openai = from_openai(to_openai({"type": "key", "keys": keys}))
+    via_osworld = [a for p in to_osworld({"type": "key", "keys": keys}) for a in from_osworld(p)]
+    for back in (via_openai, via_osworld):
+        assert [[k for _, k in parse_combo(a["keys"])] for a in back] == [pressed]
+
+
+def test_foreign_key_names_arrive_as_our_keys():
+    assert to_openai({"type": "key", "keys": "Return"})["keys"] == ["ENTER"]
+    assert to_openai({"type": "key", "keys": "up"})["keys"] == ["ARROWUP"]
+    assert to_osworld({"type": "key", "keys": "super"})[0]["parameters"]["key"] == "win"
+    for pyautogui, ours in [("\n", "Return"), ("winleft", "Super_L"), ("ctrlright", "Control_R"), ("num0", "KP_0"),
+                            ("volumemute", "XF86AudioMute"), ("prtsc", "Print"), ("pgdn", "pgdn")]:
+        assert from_osworld({"action_type": "PRESS", "parameters": {"key": pyautogui}})[0]["keys"] == ours
+    with pytest.raises(UnsupportedActionError, match="no name for the key"):
+        to_openai({"type": "key", "keys": "XF86AudioMute"})
+
+
+@pytest.mark.parametrize("translate,payload,message", [
+    (from_anthropic, {"action": "key", "text": "  "}, "key needs key names"),
+    (from_anthropic, {"action": "left_click", "coordinate": ["a", 2]}, "malformed action"),
+    (from_anthropic, {"action": "wait", "duration": 1000}, "wait.ms"),
+    (from_openai, {"type": "drag", "path": [{"x": 1}]}, "malformed action"),
+    (from_openai, {"type": "scroll", "x": 1, "y": 1, "scroll_y": "50"}, "malformed action"),
+    (from_openai, "click", "an action is a JSON object"),
+    (from_osworld, {"action_type": "CLICK", "parameters": {"x": 10}}, "'y' is missing"),
+    (from_osworld, {"action_type": "CLICK", "parameters": {"num_clicks": "two"}}, "malformed action"),
+])
+def test_malformed_foreign_payloads_are_typed_errors(translate, payload, message):
+    with pytest.raises(InvalidActionError, match=message):
+        translate(payload)
+
+
+def test_what_the_other_schema_cannot_say_is_refused():
+    with pytest.raises(UnsupportedActionError, match="left button only"):
+        to_openai({"type": "click", "x": 1, "y": 2, "button": "right", "count": 2})
+    steps = to_osworld({"type": "drag", "path": [[0, 0], [100, 0], [100, 100]]})
+    assert [s["action_type"] for s in steps] == ["MOVE_TO", "MOUSE_DOWN", "MOVE_TO", "MOVE_TO", "MOUSE_UP"]

@@ -7,7 +7,9 @@ import json
 import pytest
 from conftest import need_programs
 
-from hci_envs.tasks import BUILTIN, NoopAgent, OracleAgent, RandomAgent, TaskFormatError, World, load_tasks
+from hci_envs.tasks import (
+    BUILTIN, NoopAgent, OracleAgent, RandomAgent, TaskFormatError, World, load_tasks, parse_task, score,
+)
 
 
 @pytest.fixture(scope="module")
@@ -76,11 +78,21 @@ def test_next_task_walks_the_tasks(world):
         ('{"id": "x", "instruction": "i", "checker": {"type": "file"}}', "checker.file.path: Field required"),
         ('{"id": "x", "instruction": "i", "max_steps": 0, "checker": {"type": "file", "path": "a"}}', "max_steps"),
         ('{"id": "x", "instruction": "i", "home_files": {"../escape": "x"}, "checker": {"type": "file", "path": "a"}}',
-         "relative paths inside the home"),
+         "paths are relative paths inside the session's home"),
         ('{"id": "x", "instruction": "i", "start_state": {"width": 5}, "checker": {"type": "file", "path": "a"}}',
          "start_state.width"),
         ('{"id": "x", "instruction": "i", "surprise": 1, "checker": {"type": "file", "path": "a"}}', "surprise"),
         ("{not json", "not valid JSON"),
+        ('{"id": "x", "instruction": "i", "checker": {"type": "json", "path": "s.json", "pointer": "/a"}}',
+         "give exactly one of 'equals'"),
+        ('{"id": "x", "instruction": "i", "checker": {"type": "file", "path": "/etc/passwd"}}',
+         "checker.file.path: '/etc/passwd': paths are relative"),
+        ('{"id": "x", "instruction": "i", "checker": {"type": "command", "run": "true", "exit_code": null}}',
+         "else it always passes"),
+        ('{"id": "x", "instruction": "i", "setup": [{"type": "clikc"}], "checker": {"type": "file", "path": "a"}}',
+         "setup[0]: unknown action type 'clikc'"),
+        ('{"id": "x", "instruction": "i", "home_files": {"a": "", "a/b": ""}, "checker": {"type": "file", "path": "a"}}',
+         "'a' is a file, and a folder of other home files"),
     ],
 )
 def test_bad_task_files_name_the_field(tmp_path, content, message):
@@ -103,3 +115,54 @@ def test_duplicate_ids_and_other_formats(tmp_path):
     folder = tmp_path / "ds"
     datasets.Dataset.from_list([{"task": json.dumps({**task, "id": f"d{i}"})} for i in range(3)]).save_to_disk(str(folder))
     assert [t.id for t in load_tasks(folder)] == ["d0", "d1", "d2"]
+
+
+def test_json_checks_compare_as_json():
+    class Home:
+        def __init__(self, path):
+            self.home = path
+
+    import tempfile
+    from pathlib import Path
+
+    home = Path(tempfile.mkdtemp())
+    (home / "s.json").write_text('{"flag": 1, "items": [true, 2]}')
+
+    def passes(pointer, equals):
+        check = parse_task({"id": "t", "instruction": "i", "checker": {
+            "type": "json", "path": "s.json", "pointer": pointer, "equals": equals}}).checker
+        return score(check, Home(home)).passed
+
+    assert passes("/flag", 1) and not passes("/flag", True)
+    assert passes("/items", [True, 2]) and not passes("/items", [1, 2])
+
+
+def test_a_failing_task_is_reported_and_the_run_goes_on(world, tmp_path):
+    """An agent raising, an agent too slow for the time limit, a task whose app cannot start: each is that
+    task's result with its error; the other tasks run and the reports are written."""
+    import time as _time
+
+    oracle = OracleAgent()
+
+    def agent(observation, context):
+        if context.task.id == "raises":
+            raise KeyError("no plan for this one")
+        if context.task.id == "slow":
+            _time.sleep(5)
+        return oracle(observation, context)
+
+    broken = parse_task({"id": "no-app", "instruction": "i", "checker": {"type": "file", "path": "x", "exists": False},
+                         "start_state": {"apps": [{"command": ["false"], "timeout": 3}]}})
+    raises = world.task("term-hello").model_copy(update={"id": "raises"})
+    slow = world.task("term-hello").model_copy(update={"id": "slow", "time_limit": 1.0})
+    tasks = [raises, broken, slow, world.task("term-hello")]
+    started = _time.monotonic()
+    report = World(tasks, env=world.env).run(agent, report_dir=tmp_path, progress=False)
+    by_id = {r.task: r for r in report.results}
+    assert "KeyError" in by_id["raises"].error and by_id["raises"].score == 0.0
+    assert by_id["no-app"].error.startswith("the task did not start") and by_id["no-app"].score == 0.0
+    assert "time limit" in by_id["slow"].error and by_id["slow"].score == 0.0
+    assert by_id["term-hello"].score == 1.0 and by_id["term-hello"].error is None
+    assert _time.monotonic() - started < 60
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert data["summary"]["errors"] == 3 and data["summary"]["tasks"] == 4

@@ -12,7 +12,11 @@ they raise :class:`EpisodeSignal` carrying the status. Client-side: no server pa
 
 from __future__ import annotations
 
-from ..errors import InvalidActionError
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import HciEnvsError, InvalidActionError
 
 
 class UnsupportedActionError(InvalidActionError):
@@ -36,4 +40,31 @@ def require(payload: dict, key: str, schema: str) -> object:
     return payload[key]
 
 
-__all__ = ["EpisodeSignal", "UnsupportedActionError", "require"]
+def translator(schema: str) -> Callable[[Callable[..., list[dict[str, Any]]]], Callable[..., list[dict[str, Any]]]]:
+    """Wrap a ``from_*`` translator: a malformed payload raises InvalidActionError naming the schema (never a
+    raw KeyError or TypeError), and every action it produces is checked against the vocabulary."""
+    from ..actions import parse_action
+
+    def wrap(fn: Callable[..., list[dict[str, Any]]]) -> Callable[..., list[dict[str, Any]]]:
+        @functools.wraps(fn)
+        def translate(payload: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+            if not isinstance(payload, dict):
+                raise InvalidActionError(f"{schema}: an action is a JSON object, not {type(payload).__name__}")
+            try:
+                out = fn(payload, *args, **kwargs)
+            except (HciEnvsError, EpisodeSignal):
+                raise
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+                shown = repr(payload)
+                shown = shown if len(shown) <= 200 else shown[:200] + "..."
+                raise InvalidActionError(f"{schema}: malformed action {shown}: {exc}") from None
+            for action in out:
+                parse_action(action)
+            return out
+
+        return translate
+
+    return wrap
+
+
+__all__ = ["EpisodeSignal", "UnsupportedActionError", "require", "translator"]

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..actions import parse_action
-from . import UnsupportedActionError, require
+from ..errors import InvalidActionError
+from . import UnsupportedActionError, require, translator
 
 SCHEMA = "Anthropic computer_20250124"
 _CLICKS = {"left_click": ("left", 1), "right_click": ("right", 1), "middle_click": ("middle", 1),
@@ -33,7 +34,6 @@ def _modifiers(payload: dict[str, Any]) -> list[str]:
 def _with_scale(action: dict[str, Any], scale: float | None) -> dict[str, Any]:
     if scale is not None and scale != 1:
         action["scale"] = scale
-    parse_action(action)  # checked against the vocabulary now, with a message naming the field
     return action
 
 
@@ -46,6 +46,7 @@ def _pointer(out: dict[str, Any], payload: dict[str, Any], scale: float | None) 
     return _with_scale(out, scale)
 
 
+@translator(SCHEMA)
 def from_anthropic(payload: dict[str, Any], *, scale: float | None = None) -> list[dict[str, Any]]:
     action = payload.get("action")
     if action in _CLICKS:
@@ -63,6 +64,8 @@ def from_anthropic(payload: dict[str, Any], *, scale: float | None = None) -> li
         return [{"type": "type_text", "text": str(require(payload, "text", SCHEMA))}]
     if action == "key":
         combos = str(require(payload, "text", SCHEMA)).split()  # xdotool style: "ctrl+a BackSpace"
+        if not combos:
+            raise InvalidActionError(f"{SCHEMA}: key needs key names in 'text'", field="text")
         return [_with_scale({"type": "key", "keys": combos if len(combos) > 1 else combos[0]}, None)]
     if action == "hold_key":
         return [_with_scale({"type": "hold_key", "keys": str(require(payload, "text", SCHEMA)),

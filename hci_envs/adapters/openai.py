@@ -1,7 +1,7 @@
 """OpenAI's computer-use actions and the canonical actions.
 
 OpenAI scrolls by pixels (``scroll_x``, ``scroll_y``); one wheel click is ``pixels_per_click`` pixels (100 by
-default, what browsers use). ``keypress`` names keys in capitals ("CTRL", "ENTER", "ARROWLEFT").
+default, what browsers use). ``keypress`` names keys in capitals ("CTRL", "ENTER", "ARROWLEFT"); see :mod:`.keynames`.
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..actions import parse_action
-from . import UnsupportedActionError, require
+from . import UnsupportedActionError, require, translator
+from .keynames import from_openai_key, to_openai_keys
 
 SCHEMA = "OpenAI computer-use"
 _BUTTONS = {"left": "left", "right": "right", "wheel": "middle", "middle": "middle"}
@@ -19,6 +20,7 @@ def _point(payload: dict[str, Any]) -> tuple[int, int]:
     return int(require(payload, "x", SCHEMA)), int(require(payload, "y", SCHEMA))
 
 
+@translator(SCHEMA)
 def from_openai(payload: dict[str, Any], *, pixels_per_click: int = 100) -> list[dict[str, Any]]:
     kind = payload.get("type")
     out: list[dict[str, Any]]
@@ -50,7 +52,7 @@ def from_openai(payload: dict[str, Any], *, pixels_per_click: int = 100) -> list
         keys = require(payload, "keys", SCHEMA)
         if not isinstance(keys, list) or not keys:
             raise UnsupportedActionError(f"{SCHEMA}: keypress needs a non-empty list of keys", field="keys")
-        out = [{"type": "key", "keys": "+".join(str(k).lower() for k in keys)}]
+        out = [{"type": "key", "keys": "+".join(from_openai_key(str(k)) for k in keys)}]
     elif kind == "drag":
         path = require(payload, "path", SCHEMA)
         out = [{"type": "drag", "path": [[int(p["x"]), int(p["y"])] for p in path]}]
@@ -58,8 +60,6 @@ def from_openai(payload: dict[str, Any], *, pixels_per_click: int = 100) -> list
         out = [{"type": "screenshot"}]
     else:
         raise UnsupportedActionError(f"{SCHEMA}: unknown action {kind!r}", field="type")
-    for action in out:
-        parse_action(action)
     return out
 
 
@@ -70,6 +70,8 @@ def to_openai(action: dict[str, Any], *, pixels_per_click: int = 100) -> dict[st
             raise UnsupportedActionError(f"{SCHEMA} clicks need a position, no modifiers, one or two clicks",
                                          field="count")
         if a.count == 2:
+            if a.button != "left":
+                raise UnsupportedActionError(f"{SCHEMA} double clicks with the left button only", field="button")
             return {"type": "double_click", "x": a.x, "y": a.y}
         return {"type": "click", "x": a.x, "y": a.y, "button": "wheel" if a.button == "middle" else a.button}
     if a.type == "scroll" and a.x is not None and not a.modifiers:
@@ -82,7 +84,7 @@ def to_openai(action: dict[str, Any], *, pixels_per_click: int = 100) -> dict[st
     if a.type == "mouse_move":
         return {"type": "move", "x": a.x, "y": a.y}
     if a.type == "key" and isinstance(a.keys, str) and a.repeat == 1:
-        return {"type": "keypress", "keys": [k.upper() for k in a.keys.split("+") if k] or ["+"]}
+        return {"type": "keypress", "keys": to_openai_keys(a.keys)}
     if a.type == "drag" and a.button == "left" and not a.modifiers:
         return {"type": "drag", "path": [{"x": x, "y": y} for x, y in a.path]}
     if a.type == "screenshot":

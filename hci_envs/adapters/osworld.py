@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..actions import parse_action
-from . import EpisodeSignal, UnsupportedActionError
+from . import EpisodeSignal, UnsupportedActionError, translator
+from .keynames import from_pyautogui_key, to_pyautogui_keys
 
 SCHEMA = "OSWorld computer_13"
 ACTION_TYPES = ("MOVE_TO", "CLICK", "MOUSE_DOWN", "MOUSE_UP", "RIGHT_CLICK", "DOUBLE_CLICK", "DRAG_TO", "SCROLL",
@@ -26,6 +27,7 @@ def _param(p: dict[str, Any], key: str, default: Any = ...) -> Any:
     return default
 
 
+@translator(SCHEMA)
 def from_osworld(payload: dict[str, Any], *, wait_ms: int = 1000) -> list[dict[str, Any]]:
     kind = payload.get("action_type")
     p = payload.get("parameters") or {}
@@ -36,7 +38,11 @@ def from_osworld(payload: dict[str, Any], *, wait_ms: int = 1000) -> list[dict[s
         button = "right" if kind == "RIGHT_CLICK" else p.get("button", "left")
         count = 2 if kind == "DOUBLE_CLICK" else int(p.get("num_clicks", 1))
         action: dict[str, Any] = {"type": "click", "button": button, "count": count}
-        if "x" in p and "y" in p:
+        if ("x" in p) != ("y" in p):
+            missing = "y" if "x" in p else "x"
+            raise UnsupportedActionError(f"{SCHEMA}: a click at a position needs both x and y; {missing!r} is missing",
+                                         field=missing)
+        if "x" in p:
             action["x"], action["y"] = p["x"], p["y"]
         out = [action]
     elif kind in ("MOUSE_DOWN", "MOUSE_UP"):
@@ -49,14 +55,14 @@ def from_osworld(payload: dict[str, Any], *, wait_ms: int = 1000) -> list[dict[s
     elif kind == "TYPING":
         out = [{"type": "type_text", "text": str(_param(p, "text"))}]
     elif kind == "PRESS":
-        out = [{"type": "key", "keys": str(_param(p, "key"))}]
+        out = [{"type": "key", "keys": from_pyautogui_key(str(_param(p, "key")))}]
     elif kind in ("KEY_DOWN", "KEY_UP"):
-        out = [{"type": kind.lower(), "key": str(_param(p, "key"))}]
+        out = [{"type": kind.lower(), "key": from_pyautogui_key(str(_param(p, "key")))}]
     elif kind == "HOTKEY":
         keys = _param(p, "keys")
         if not isinstance(keys, list) or not keys:
             raise UnsupportedActionError(f"{SCHEMA}: HOTKEY needs a list of keys", field="keys")
-        out = [{"type": "key", "keys": "+".join(str(k) for k in keys)}]
+        out = [{"type": "key", "keys": "+".join(from_pyautogui_key(str(k)) for k in keys)}]
     elif kind == "WAIT":
         out = [{"type": "wait", "ms": wait_ms}]
     elif kind in ("DONE", "FAIL"):
@@ -64,8 +70,6 @@ def from_osworld(payload: dict[str, Any], *, wait_ms: int = 1000) -> list[dict[s
     else:
         raise UnsupportedActionError(f"{SCHEMA}: unknown action_type {kind!r}; known: {', '.join(ACTION_TYPES)}",
                                      field="action_type")
-    for action in out:
-        parse_action(action)
     return out
 
 
@@ -84,7 +88,11 @@ def to_osworld(action: dict[str, Any]) -> list[dict[str, Any]]:
         return [act(a.type.upper(), button=a.button)]
     if a.type == "drag" and a.button == "left" and not a.modifiers:
         (x0, y0), *rest = a.path
-        return [act("MOVE_TO", x=x0, y=y0)] + [act("DRAG_TO", x=x, y=y) for x, y in rest[-1:]]
+        if len(rest) == 1:
+            return [act("MOVE_TO", x=x0, y=y0), act("DRAG_TO", x=rest[0][0], y=rest[0][1])]
+        # DRAG_TO goes straight to one point; a path goes through the button held across its moves.
+        return ([act("MOVE_TO", x=x0, y=y0), act("MOUSE_DOWN", button="left")]
+                + [act("MOVE_TO", x=x, y=y) for x, y in rest] + [act("MOUSE_UP", button="left")])
     if a.type == "scroll" and not a.modifiers:
         moves = [act("MOVE_TO", x=a.x, y=a.y)] if a.x is not None else []
         return moves + [act("SCROLL", dx=a.dx, dy=-a.dy)]
@@ -93,11 +101,11 @@ def to_osworld(action: dict[str, Any]) -> list[dict[str, Any]]:
     if a.type == "key" and a.repeat == 1:
         out = []
         for combo in a.combos:
-            parts = [k for k in combo.split("+") if k] or ["+"]
+            parts = to_pyautogui_keys(combo)
             out.append(act("PRESS", key=parts[0]) if len(parts) == 1 else act("HOTKEY", keys=parts))
         return out
     if a.type in ("key_down", "key_up"):
-        return [act(a.type.upper(), key=a.key)]
+        return [act(a.type.upper(), key=to_pyautogui_keys(a.key)[0])]
     if a.type == "wait":
         return [act("WAIT")]
     raise UnsupportedActionError(f"{SCHEMA} has no equivalent of this {a.type!r}", field="type")

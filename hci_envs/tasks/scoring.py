@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, EnvironmentStateError
 from .spec import AllCheck, AnyCheck, CommandCheck, FileCheck, JsonCheck, MeanCheck, PixelCheck
 
 
@@ -40,6 +40,23 @@ def _pointer(data: Any, pointer: str) -> tuple[bool, Any]:
     return True, data
 
 
+def _json_equal(a: Any, b: Any) -> bool:
+    """Equality as JSON means it: true is not 1, and containers compare element by element."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _running_desktop(env: Any, check: str) -> Any:
+    if getattr(env, "desktop", None) is None:
+        raise EnvironmentStateError(f"a {check} check needs the session's desktop, which is not running")
+    return env.desktop
+
+
 def _one(check: Any, env: Any) -> tuple[bool, str]:
     if isinstance(check, FileCheck):
         path = _inside_home(env, check.path)
@@ -64,10 +81,10 @@ def _one(check: Any, env: Any) -> tuple[bool, str]:
         found, value = _pointer(data, check.pointer)
         if not found:
             return False, f"{check.path}{check.pointer}: missing"
-        ok = bool(value) if check.is_true else value == check.equals
+        ok = bool(value) if check.is_true else _json_equal(value, check.equals)
         return ok, f"{check.path}{check.pointer} = {json.dumps(value)[:80]}"
     if isinstance(check, CommandCheck):
-        desktop = env.desktop
+        desktop = _running_desktop(env, "command")
         try:
             out = subprocess.run(["bash", "-c", check.run], cwd=env.home, env=desktop.app_env(), capture_output=True,
                                  text=True, timeout=check.timeout, start_new_session=True)
@@ -81,7 +98,7 @@ def _one(check: Any, env: Any) -> tuple[bool, str]:
             return False, f"`{check.run}` printed no {check.stdout_contains!r}"
         return True, f"`{check.run}` as wanted"
     if isinstance(check, PixelCheck):
-        frame = env.desktop.screen.grab(check.x, check.y, 1, 1)
+        frame = _running_desktop(env, "pixel").screen.grab(check.x, check.y, 1, 1)
         b, g, r = bytes(frame.data[:3])
         ok = all(abs(a - w) <= check.tolerance for a, w in zip((r, g, b), check.color))
         return ok, f"pixel ({check.x}, {check.y}) is {(r, g, b)}"

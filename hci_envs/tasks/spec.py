@@ -20,10 +20,10 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..actions.models import format_validation_error
-from ..errors import HciEnvsError
+from ..actions.models import format_validation_error, parse_action
+from ..errors import HciEnvsError, InvalidActionError
 from ..protocol import StartState
 
 
@@ -31,6 +31,12 @@ class TaskFormatError(HciEnvsError, ValueError):
     """A task file is malformed; the message names the file, the line and the field."""
 
     code = "TASK_FORMAT"
+
+
+def _home_relative(path: str) -> str:
+    if not path or path.startswith("/") or ".." in Path(path).parts:
+        raise ValueError(f"{path!r}: paths are relative paths inside the session's home")
+    return path
 
 
 class _Check(BaseModel):
@@ -46,6 +52,8 @@ class FileCheck(_Check):
     equals: str | None = None
     contains: str | None = None
     matches: str | None = None
+
+    _path = field_validator("path")(classmethod(lambda cls, value: _home_relative(value)))
 
     @field_validator("matches")
     @classmethod
@@ -67,6 +75,15 @@ class JsonCheck(_Check):
     equals: Any = None
     is_true: bool = False
 
+    _path = field_validator("path")(classmethod(lambda cls, value: _home_relative(value)))
+
+    @model_validator(mode="after")
+    def _one_condition(self) -> JsonCheck:
+        # Without this, a missing "equals" would compare against null, which an app's untouched state matches.
+        if ("equals" in self.model_fields_set) == self.is_true:
+            raise ValueError("give exactly one of 'equals' (null allowed, if meant) and 'is_true': true")
+        return self
+
 
 class CommandCheck(_Check):
     """A shell command run in the session (its home, its display): exit code and output."""
@@ -77,6 +94,12 @@ class CommandCheck(_Check):
     stdout_equals: str | None = None
     stdout_contains: str | None = None
     timeout: float = Field(10.0, gt=0, le=120)
+
+    @model_validator(mode="after")
+    def _some_condition(self) -> CommandCheck:
+        if self.exit_code is None and self.stdout_equals is None and self.stdout_contains is None:
+            raise ValueError("a command check needs exit_code, stdout_equals or stdout_contains: else it always passes")
+        return self
 
 
 class PixelCheck(_Check):
@@ -132,9 +155,26 @@ class TaskSpec(BaseModel):
     @classmethod
     def _relative(cls, files: dict[str, str]) -> dict[str, str]:
         for path in files:
-            if path.startswith("/") or ".." in Path(path).parts:
-                raise ValueError(f"{path!r}: home files are relative paths inside the home")
+            _home_relative(path)
+        folders = {str(parent) for path in files for parent in Path(path).parents}
+        for path in files:
+            if str(Path(path)) in folders:
+                raise ValueError(f"{path!r} is a file, and a folder of other home files")
         return files
+
+    @field_validator("setup")
+    @classmethod
+    def _actions(cls, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for n, item in enumerate(items):
+            try:
+                if "tool" in item:
+                    if not isinstance(item.get("tool"), str) or not isinstance(item.get("arguments", {}), dict):
+                        raise ValueError("a tool call is {\"tool\": NAME, \"arguments\": {...}}")
+                else:
+                    parse_action(item)
+            except (InvalidActionError, ValueError) as exc:
+                raise ValueError(f"setup[{n}]: {getattr(exc, 'message', exc)}") from None
+        return items
 
 
 def parse_task(data: Any, *, where: str = "task") -> TaskSpec:

@@ -19,6 +19,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +95,7 @@ class World:
         self.record_dir = Path(record_dir) if record_dir else None
         self._next = 0
         self._templates = Path(tempfile.mkdtemp(prefix="hci-envs-tasks-"))
+        self._agent_thread: ThreadPoolExecutor | None = None
 
     def next_task(self) -> TaskSpec | None:
         """The next task, in order; None after the last."""
@@ -128,7 +131,12 @@ class World:
                 for key, value in fill.items():
                     command = command.replace(key, value)
             else:
-                command = [fill.get(part, part) for part in command]
+                parts = []
+                for part in command:
+                    for key, value in fill.items():
+                        part = part.replace(key, value)
+                    parts.append(part)
+                command = parts
             app["command"] = command
         return state
 
@@ -147,48 +155,73 @@ class World:
     # -- the runner ------------------------------------------------------------------------------------
     def run(self, agent: Agent, *, tasks: Iterable[TaskSpec] | None = None, report_dir: str | Path | None = None,
             progress: bool = True) -> RunReport:
+        """Every task in turn: reset, the agent until it is done or a limit is reached, the checker. A task
+        that fails (its reset, the agent, a step, the checker) is reported with its error and the run goes
+        on; the reports are written even when the run is interrupted."""
         chosen = list(tasks) if tasks is not None else self.tasks
         out = Path(report_dir) if report_dir else None
         if out:
             (out / "screens").mkdir(parents=True, exist_ok=True)
-        results = []
-        for n, task in enumerate(chosen, start=1):
-            result = self._run_one(agent, task, out)
-            results.append(result)
-            if progress:
-                mark = "ok " if result.success else ("ERR" if result.error else "-- ")
-                print(f"[{n:>3}/{len(chosen)}] {mark} {task.id:<28} score {result.score:.2f}  "
-                      f"{result.steps:>3} steps  {result.seconds:6.1f}s", file=sys.stderr, flush=True)
-        report = RunReport(results)
-        if out:
-            write_reports(report, out)
+        report = RunReport([])
+        try:
+            for n, task in enumerate(chosen, start=1):
+                result = self._run_one(agent, task, out)
+                report.results.append(result)
+                if progress:
+                    mark = "ok " if result.success else ("ERR" if result.error else "-- ")
+                    print(f"[{n:>3}/{len(chosen)}] {mark} {task.id:<28} score {result.score:.2f}  "
+                          f"{result.steps:>3} steps  {result.seconds:6.1f}s", file=sys.stderr, flush=True)
+        finally:
+            if out:
+                write_reports(report, out)
         return report
+
+    def _ask(self, agent: Agent, obs: Observation, context: AgentContext, seconds: float) -> Any:
+        """The agent's next actions, within the task's remaining time. An agent that overruns is abandoned
+        in its thread (it cannot be interrupted) and the next task gets a fresh thread."""
+        if self._agent_thread is None:
+            self._agent_thread = ThreadPoolExecutor(1, thread_name_prefix="hci-envs-agent")
+        future = self._agent_thread.submit(agent, obs, context)
+        try:
+            return future.result(timeout=max(seconds, 0.001))
+        except FutureTimeout:
+            self._agent_thread.shutdown(wait=False)
+            self._agent_thread = None
+            raise TimeoutError("the agent did not answer within the task's time limit") from None
 
     def _run_one(self, agent: Agent, task: TaskSpec, out: Path | None) -> TaskResult:
         started = time.monotonic()
         steps = 0
         recorder = None
         error = None
+        ready = False
         try:
             obs = self.reset(task)
+            ready = True
             if self.record_dir is not None:
                 recorder = plugins.load(plugins.RECORDERS, "episodes")(
                     self.env, None, self.record_dir, source="agent", name=task.id, task=task.id).start()
-            while steps < task.max_steps and time.monotonic() - started < task.time_limit and not obs.done:
-                action = agent(obs, AgentContext(task, steps, self.env))
+            while steps < task.max_steps and not obs.done:
+                remaining = task.time_limit - (time.monotonic() - started)
+                if remaining <= 0:
+                    break
+                action = self._ask(agent, obs, AgentContext(task, steps, self.env), remaining)
                 if action is None:
                     break
                 obs = self.env.step(action)
                 steps += 1
-        except HciEnvsError as exc:
-            error = f"{type(exc).__name__}: {exc.message}"
+        except Exception as exc:  # noqa: BLE001 - any failure of one task is that task's result, not the run's
+            error = _describe(exc) if ready else f"the task did not start: {_describe(exc)}"
         finally:
             if recorder is not None:
                 recorder.stop("task ended")
-        try:
-            result_score = self.score(task)
-        except HciEnvsError as exc:
-            result_score, error = Score(0.0, False, []), error or f"scoring failed: {exc.message}"
+        if not ready:  # nothing was done in this task's world: there is nothing to score
+            result_score = Score(0.0, False, [])
+        else:
+            try:
+                result_score = self.score(task)
+            except Exception as exc:  # noqa: BLE001
+                result_score, error = Score(0.0, False, []), error or f"scoring failed: {_describe(exc)}"
         screenshot = None
         if out is not None and self.env.desktop is not None:
             try:
@@ -202,6 +235,8 @@ class World:
                           str(recorder.path) if recorder is not None else None)
 
     def close(self) -> None:
+        if self._agent_thread is not None:
+            self._agent_thread.shutdown(wait=False)
         if self._own_env:
             self.env.close()
         shutil.rmtree(self._templates, ignore_errors=True)
@@ -211,6 +246,10 @@ class World:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc.message if isinstance(exc, HciEnvsError) else exc}"
 
 
 def write_reports(report: RunReport, out: Path) -> None:
