@@ -135,13 +135,14 @@ def image(args: argparse.Namespace) -> int:
 
     if args.action == "build":
         offline = not args.online
-        base = args.base or (images.BASE_OS if offline else "debian:bookworm-slim")
+        base = args.base or (images.BASE_OS if offline else images.PUBLIC_BASE)
         if args.env:
-            if not images.image_exists(images.docker_client(), images.BASE):
-                images.build_base(base=base, offline=offline, mirror=args.mirror)
+            # The base is rebuilt each time (Docker's layer cache makes that quick when nothing changed), so
+            # an environment's image never carries an older hci-envs than the source.
+            images.build_base(base=base, offline=offline, mirror=args.mirror)
             images.build_env_image(args.env, args.tag)
         else:
-            images.build_all(for_tests=args.for_tests, offline=offline, mirror=args.mirror)
+            images.build_all(for_tests=args.for_tests, offline=offline, mirror=args.mirror, base=base)
     elif args.action == "base-os":
         images.build_base_os(mirror=args.mirror)
     elif args.action == "wheelhouse":

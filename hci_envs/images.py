@@ -15,6 +15,7 @@ import hashlib
 import inspect
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import tarfile
 import tempfile
 import textwrap
 import time
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ IMAGES = ROOT / "images"
 BUILD = IMAGES / ".build"
 
 BASE_OS = "hci-envs/base-os:bookworm"
+PUBLIC_BASE = "debian:bookworm-slim"
 BASE = "hci-envs/base:latest"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
@@ -46,6 +49,8 @@ SYSTEM_PACKAGES = (
 #: Packages of which the images take only the files: Debian's novnc would pull in nodejs and numpy for a
 #: proxy we do not use, when all we serve is its web page.
 FILES_ONLY_PACKAGES = ("novnc",)
+#: A file each of those packages installs: the Dockerfile fetches a package's files only where it is missing.
+FILES_ONLY_MARKERS = {"novnc": "/usr/share/novnc/vnc.html"}
 
 Progress = Callable[[str], None]
 
@@ -93,7 +98,8 @@ def build_base_os(*, mirror: str = DEFAULT_MIRROR, suite: str = "bookworm", tag:
         for package in FILES_ONLY_PACKAGES:
             _extract_package_files(package, rootfs, mirror, suite, progress)
         _slim(rootfs, progress)
-        (rootfs / "etc/apt/sources.list").write_text(f"deb {mirror} {suite} main\n")
+        # The image keeps the mirror for apt, without any credentials its URL carried.
+        (rootfs / "etc/apt/sources.list").write_text(f"deb {_without_credentials(mirror)} {suite} main\n")
         progress(f"debootstrap took {time.monotonic() - started:.0f}s; importing into Docker as {tag}")
         archive = Path(tmp) / "rootfs.tar"
         with tarfile.open(archive, "w") as tar:
@@ -144,6 +150,14 @@ def _slim(rootfs: Path, progress: Progress) -> None:
     progress(f"left out {removed / 2**20:.0f} MiB (docs, locales, OpenGL drivers) and the apt caches")
 
 
+def _without_credentials(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    return urllib.parse.urlunsplit(parts._replace(netloc=host + (f":{parts.port}" if parts.port else "")))
+
+
 def _extract_package_files(package: str, rootfs: Path, mirror: str, suite: str, progress: Progress) -> None:
     """Unpack a package's files into the root filesystem without its dependencies (``dpkg-deb -x``), fetched
     from the same mirror by apt inside the new root."""
@@ -151,10 +165,10 @@ def _extract_package_files(package: str, rootfs: Path, mirror: str, suite: str, 
     download.mkdir(parents=True, exist_ok=True)
     resolv = rootfs / "etc" / "resolv.conf"
     shutil.copy2("/etc/resolv.conf", resolv)  # name resolution inside the chroot, for the mirror
+    (rootfs / "etc/apt/sources.list").write_text(f"deb {mirror} {suite} main\n")
     try:
         _run(["chroot", str(rootfs), "sh", "-c",
-              f"echo 'deb {mirror} {suite} main' > /etc/apt/sources.list && apt-get update -q >/dev/null "
-              f"&& cd /tmp/pkg && apt-get download -q {package}"], progress)
+              f"apt-get update -q >/dev/null && cd /tmp/pkg && apt-get download -q {shlex.quote(package)}"], progress)
         deb = next(download.glob(f"{package}_*.deb"))
         _run(["dpkg-deb", "-x", str(deb), str(rootfs)], progress)
     finally:
@@ -166,38 +180,80 @@ def _extract_package_files(package: str, rootfs: Path, mirror: str, suite: str, 
 def _run(argv: list[str], progress: Progress, every: int = 0) -> None:
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     tail: list[str] = []
-    for n, line in enumerate(proc.stdout or []):
-        tail = (tail + [line.rstrip()])[-20:]
-        if every and n % every == 0:
-            progress(f"  {line.rstrip()}")
+    try:
+        for n, line in enumerate(proc.stdout or []):
+            tail = (tail + [line.rstrip()])[-20:]
+            if every and n % every == 0:
+                progress(f"  {line.rstrip()}")
+    finally:
+        if proc.poll() is None:  # interrupted (Ctrl-C): the child must not outlive the build, nor its files
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
     if proc.wait() != 0:
         raise ProviderError(f"{' '.join(argv[:3])} ... failed:\n" + "\n".join(tail))
 
 
 # -- Python packages, as a wheelhouse -------------------------------------------------------------------------
+#: The images' Python (Debian bookworm's): the wheelhouse must be built by the same minor version.
+IMAGE_PYTHON = (3, 11)
+
+
 def build_wheelhouse(dest: Path | None = None, *, extras: str = "server", progress: Progress = _say) -> Path:
-    """Wheels of hci-envs and every dependency, built with this interpreter (skipped if up to date)."""
+    """Wheels of hci-envs and every dependency. The dependencies are fetched once per pyproject.toml (the
+    only step that needs a package index); a change of hci-envs' own files rebuilds only its own wheel."""
+    if sys.version_info[:2] != IMAGE_PYTHON:
+        raise ConfigError(
+            f"the images run Python {IMAGE_PYTHON[0]}.{IMAGE_PYTHON[1]} (Debian bookworm) and their wheels must match; "
+            f"run the build with a Python {IMAGE_PYTHON[0]}.{IMAGE_PYTHON[1]} (this is {sys.version.split()[0]})"
+        )
     dest = dest or BUILD / "wheels"
-    key = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode() + _source_digest()).hexdigest()
-    stamp = dest / ".stamp"
-    if stamp.exists() and stamp.read_text() == key:
+    deps_key = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()
+                              + f"{sys.version_info[:2]}-{os.uname().machine}".encode()).hexdigest()
+    own_key = _source_digest().hex()
+    deps_stamp, own_stamp = dest / ".stamp", dest / ".own-stamp"
+    if not (deps_stamp.exists() and deps_stamp.read_text() == deps_key):
+        # Built aside and swapped in: a failed fetch leaves the previous wheelhouse intact.
+        fresh = dest.with_name(dest.name + ".partial")
+        shutil.rmtree(fresh, ignore_errors=True)
+        fresh.mkdir(parents=True)
+        progress(f"building the wheelhouse in {dest} (pip wheel; needs an index once, never at image build)")
+        # The build requirements too, so hci-envs' own wheel can be rebuilt later without an index.
+        _run([sys.executable, "-m", "pip", "wheel", "--progress-bar", "off", "--wheel-dir", str(fresh),
+              f"{ROOT}[{extras}]", *_build_requirements()], progress, every=20)
+        (fresh / ".stamp").write_text(deps_key)
+        (fresh / ".own-stamp").write_text(own_key)
+        shutil.rmtree(dest, ignore_errors=True)
+        fresh.rename(dest)
+    elif not (own_stamp.exists() and own_stamp.read_text() == own_key):
+        progress("hci-envs changed: rebuilding its own wheel (no index needed)")
+        for old in dest.glob("hci_envs-*.whl"):
+            old.unlink()
+        _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index", "--find-links", str(dest),
+              "--wheel-dir", str(dest), str(ROOT)], progress, every=20)
+        own_stamp.write_text(own_key)
+    else:
         progress(f"wheelhouse {dest} is up to date")
-        return dest
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
-    progress(f"building the wheelhouse in {dest} (pip wheel; needs an index once, never at image build)")
-    _run([sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(dest), f"{ROOT}[{extras}]"], progress)
-    stamp.write_text(key)
     return dest
 
 
+def _build_requirements() -> list[str]:
+    import tomllib
+
+    return list(tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"])
+
+
 def _source_digest() -> bytes:
-    digest = hashlib.sha256()
+    """Every file that goes into hci-envs' wheel (code and data), and the metadata that builds it."""
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes())
     for package in ("hci_envs", "traits", "recorders"):
-        for path in sorted((ROOT / package).rglob("*.py")):
-            digest.update(path.relative_to(ROOT).as_posix().encode())
-            digest.update(path.read_bytes())
+        for path in sorted((ROOT / package).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(path.relative_to(ROOT).as_posix().encode())
+                digest.update(path.read_bytes())
     return digest.digest()
 
 
@@ -241,7 +297,9 @@ def build_base(*, base: str = BASE_OS, tag: str = BASE, offline: bool = True, mi
     shutil.copytree(IMAGES / "base", context)
     shutil.copytree(wheels, context / "wheels", ignore=shutil.ignore_patterns(".stamp"))
     packages = " ".join(SYSTEM_PACKAGES)
-    return docker_build(context, tag, buildargs={"BASE": base, "SYSTEM_PACKAGES": packages}, progress=progress)
+    files_only = " ".join(f"{p}:{FILES_ONLY_MARKERS[p]}" for p in FILES_ONLY_PACKAGES)
+    return docker_build(context, tag, buildargs={"BASE": base, "SYSTEM_PACKAGES": packages,
+                                                 "FILES_ONLY_PACKAGES": files_only}, progress=progress)
 
 
 def build_dockerfile_dir(directory: Path, tag: str, *, files: dict[str, Path] | None = None,
@@ -311,11 +369,13 @@ def _inside_project(path: str) -> bool:
 
 
 def build_all(*, for_tests: bool = False, offline: bool = True, mirror: str = DEFAULT_MIRROR,
-              progress: Progress = _say) -> dict[str, str]:
+              base: str | None = None, progress: Progress = _say) -> dict[str, str]:
     """Everything: the Debian base (offline), the wheelhouse, hci-envs/base, hci-envs/editor, and with
-    ``for_tests`` the test suite's image."""
+    ``for_tests`` the test suite's image. ``base`` overrides the image hci-envs/base starts from (default:
+    the debootstrap one offline, debian:bookworm-slim online)."""
     started = time.monotonic()
-    built = {BASE: build_base(offline=offline, mirror=mirror, progress=progress)}
+    base = base or (BASE_OS if offline else PUBLIC_BASE)
+    built = {BASE: build_base(base=base, offline=offline, mirror=mirror, progress=progress)}
     built["hci-envs/editor:latest"] = build_dockerfile_dir(IMAGES / "editor", "hci-envs/editor:latest",
                                                            progress=progress)
     if for_tests:

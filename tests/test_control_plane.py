@@ -414,3 +414,15 @@ def test_step_results_carry_images_of_tool_calls(fresh_probe):
         assert result.observation.images and result.observation.images[0].width == 640
         assert result.observation.images[0].to_pil().size == (640, 400)
 
+
+
+def test_local_provider_keeps_secrets_off_the_command_line_and_out_of_its_logs(x11):
+    with HciEnvClient.from_local(control_token="s3cret-control", agent_token="s3cret-agent") as env:
+        env.reset()
+        with open(f"/proc/{env.provider.proc.pid}/cmdline", "rb") as f:
+            assert b"s3cret" not in f.read()  # readable by every local user
+        assert httpx.get(f"{env.base_url}/state").status_code == 401  # and yet the server has them
+        assert httpx.get(f"{env.base_url}/state", headers={"Authorization": "Bearer s3cret-control"}).status_code == 200
+        logs = env.provider.logs(200)
+        assert "agent token:" in logs and "s3cret-agent" not in logs
+        assert "vnc%2Fws%2F" in logs and "<redacted>" in logs

@@ -4,17 +4,32 @@ from __future__ import annotations
 
 import abc
 import atexit
+import re
 import threading
 import time
-import weakref
 from collections.abc import Callable
 
 import httpx
 
 from ..errors import ProviderError
 
-_LIVE: weakref.WeakSet[Provider] = weakref.WeakSet()
+#: Started providers, held strongly: one its owner dropped without stop() is still stopped at exit.
+_LIVE: set[Provider] = set()
 _LOCK = threading.Lock()
+
+
+_SECRETS_IN_OUTPUT = (
+    (re.compile(r"(vnc%2Fws%2F[^%&\s]+%2F)[^&\s]+"), r"\1<redacted>"),  # the VNC page URLs carry the secret
+    (re.compile(r"((?:agent token|control password|view-only password)[:\s]+)[^\s,)]+"), r"\1<redacted>"),
+)
+
+
+def redact(text: str) -> str:
+    """A server's output with the secrets it prints for its operator taken out, for error messages and logs
+    that travel further (CI output, tracebacks)."""
+    for pattern, replacement in _SECRETS_IN_OUTPUT:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def _stop_all() -> None:

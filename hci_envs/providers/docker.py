@@ -20,10 +20,16 @@ from typing import Any
 
 from ..errors import ProviderError, require
 from ..server.config import new_token
-from .base import Provider
+from .base import Provider, redact
 
 LABEL = "hci-envs.provider"
 OWNER = "hci-envs.owner"
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
 
 
 def _owner() -> str:
@@ -105,27 +111,36 @@ class DockerProvider(Provider):
 
         client = self._docker()
         reap_orphans(client)
-        if self.port is None:  # chosen here, so the server inside can report URLs that work from outside
-            with socket.socket() as probe:
-                probe.bind((self.host, 0))
-                self.port = probe.getsockname()[1]
-        self.env_vars.setdefault("HCI_ENVS_PUBLIC_URL", f"http://{self.host}:{self.port}")
         try:
             client.images.get(self.image)
         except docker.errors.ImageNotFound:
             raise ProviderError(
                 f"no image {self.image!r} here; build it with `hci-envs image build` (no registry is used)"
             ) from None
-        try:
-            self.container = client.containers.run(
-                self.image, command=self.command, detach=True, name=self.name,
-                ports={"8000/tcp": (self.host, self.port)}, environment=self.env_vars,
-                labels={LABEL: "docker", OWNER: _owner()},
-                cap_drop=["ALL"], security_opt=["no-new-privileges"], privileged=False,
-                tmpfs=self.tmpfs, **self.limits, **self.run_kwargs,
-            )
-        except docker.errors.APIError as exc:
-            raise ProviderError(f"docker could not start {self.image}: {exc.explanation or exc}") from exc
+        chosen = self.port
+        for attempt in range(3 if chosen is None else 1):
+            # Chosen here, so the server inside can report URLs that work from outside; another process may
+            # take the port before Docker binds it, hence the retries.
+            self.port = chosen if chosen is not None else _free_port(self.host)
+            env_vars = {"HCI_ENVS_PUBLIC_URL": f"http://{self.host}:{self.port}", **self.env_vars}
+            try:
+                # create, remember, then start: a container that exists is always ours to remove, even when
+                # starting it fails or Ctrl-C arrives in between.
+                self.container = client.containers.create(
+                    self.image, command=self.command, name=self.name,
+                    ports={"8000/tcp": (self.host, self.port)}, environment=env_vars,
+                    labels={LABEL: "docker", OWNER: _owner()},
+                    cap_drop=["ALL"], security_opt=["no-new-privileges"], privileged=False,
+                    tmpfs=self.tmpfs, **self.limits, **self.run_kwargs,
+                )
+                self.container.start()
+                break
+            except docker.errors.APIError as exc:
+                self._stop()
+                taken = "address already in use" in str(exc).lower() or "port is already allocated" in str(exc).lower()
+                if taken and chosen is None and attempt < 2:
+                    continue
+                raise ProviderError(f"docker could not start {self.image}: {exc.explanation or exc}") from exc
         self.container.reload()
         bindings = self.container.attrs["NetworkSettings"]["Ports"].get("8000/tcp") or []
         if not bindings:
@@ -145,7 +160,7 @@ class DockerProvider(Provider):
         if self.container is None:
             return "(no container)"
         try:
-            return self.container.logs(tail=lines).decode("utf-8", errors="replace").rstrip()
+            return redact(self.container.logs(tail=lines).decode("utf-8", errors="replace").rstrip())
         except Exception as exc:
             return f"(no logs: {exc})"
 

@@ -12,9 +12,11 @@ import threading
 from typing import Any
 
 from ..errors import ProviderError
-from .base import Provider
+from .base import Provider, redact
 
 _STARTING = re.compile(r"starting \S+ on (http://\S+) \.\.\.")
+#: Secrets go to the server in its environment, never on its command line (which every local user can read).
+_SECRET_OPTIONS = {"control_token": "HCI_ENVS_CONTROL_TOKEN", "agent_token": "HCI_ENVS_AGENT_TOKEN"}
 
 
 class LocalProvider(Provider):
@@ -36,7 +38,7 @@ class LocalProvider(Provider):
                 "--exit-with-stdin"]
         for key, value in self.options.items():
             flag = "--" + key.replace("_", "-")
-            if value is None or value is False:
+            if value is None or value is False or key in _SECRET_OPTIONS:
                 continue
             if key == "size":
                 argv += [flag, f"{value[0]}x{value[1]}"]
@@ -49,13 +51,16 @@ class LocalProvider(Provider):
                 argv += [flag, str(value)]
         return argv
 
+    def _secrets(self) -> dict[str, str]:
+        return {var: str(self.options[key]) for key, var in _SECRET_OPTIONS.items() if self.options.get(key)}
+
     def _start(self) -> str:
         self.proc = subprocess.Popen(
             # stdin is a pipe the server watches: if this process dies, even by SIGKILL, the pipe closes
             # and the server shuts its desktops down.
             self.argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **self._secrets()},
         )
         url: list[str] = []
         found = threading.Event()
@@ -79,7 +84,7 @@ class LocalProvider(Provider):
         return self.proc is not None and self.proc.poll() is None
 
     def logs(self, lines: int = 30) -> str:
-        return "\n".join(list(self._output)[-lines:])
+        return redact("\n".join(list(self._output)[-lines:]))
 
     def _stop(self) -> None:
         proc, self.proc = self.proc, None
