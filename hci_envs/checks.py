@@ -58,7 +58,8 @@ def check_registry(env_class: type) -> list[str]:
     return problems
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """The process exists and is not a zombie (Linux /proc)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
@@ -118,9 +119,9 @@ def check_env(env_class: type, *, start_state: Any = None, **env_kwargs: Any) ->
     finally:
         env.close()
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+    while time.monotonic() < deadline and any(process_alive(p) for p in pids):
         time.sleep(0.05)
-    left = [p for p in pids if _alive(p)]
+    left = [p for p in pids if process_alive(p)]
     if left:
         problems.append(f"processes left after close(): {left}")
     if env.home.exists() if hasattr(env, "home") else False:

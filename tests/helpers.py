@@ -18,6 +18,8 @@ from typing import Any
 
 import httpx
 
+from hci_envs.checks import process_alive as alive
+
 HERE = Path(__file__).resolve().parent
 PROBE = HERE / "apps" / "tk_probe.py"
 ANIMATE = HERE / "apps" / "animate.py"
@@ -154,14 +156,6 @@ def descendants(pid: int) -> list[int]:
             out.append(child)
             todo.append(child)
     return out
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def processes_named(*names: str) -> dict[int, str]:

@@ -20,7 +20,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..actions.models import format_validation_error, parse_action
 from ..errors import HciEnvsError, InvalidActionError
@@ -39,6 +39,10 @@ def _home_relative(path: str) -> str:
     return path
 
 
+#: A path relative to the session's home that stays inside it.
+HomePath = Annotated[str, AfterValidator(_home_relative)]
+
+
 class _Check(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -47,13 +51,11 @@ class FileCheck(_Check):
     """A file in the session's home: it exists, or its text equals / contains / matches."""
 
     type: Literal["file"]
-    path: str
+    path: HomePath
     exists: bool = True
     equals: str | None = None
     contains: str | None = None
     matches: str | None = None
-
-    _path = field_validator("path")(classmethod(lambda cls, value: _home_relative(value)))
 
     @field_validator("matches")
     @classmethod
@@ -70,12 +72,10 @@ class JsonCheck(_Check):
     """A value in a JSON file of the home, addressed by a JSON pointer ("/submitted/name")."""
 
     type: Literal["json"]
-    path: str
+    path: HomePath
     pointer: str = Field(pattern=r"^(/[^/]*)*$")
     equals: Any = None
     is_true: bool = False
-
-    _path = field_validator("path")(classmethod(lambda cls, value: _home_relative(value)))
 
     @model_validator(mode="after")
     def _one_condition(self) -> JsonCheck:
@@ -144,7 +144,7 @@ class TaskSpec(BaseModel):
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
     instruction: str = Field(min_length=1)
     start_state: StartState = StartState()
-    home_files: dict[str, str] = {}
+    home_files: dict[HomePath, str] = {}
     setup: list[dict[str, Any]] = []
     checker: Check
     max_steps: int = Field(50, ge=1, le=100_000)
@@ -153,9 +153,7 @@ class TaskSpec(BaseModel):
 
     @field_validator("home_files")
     @classmethod
-    def _relative(cls, files: dict[str, str]) -> dict[str, str]:
-        for path in files:
-            _home_relative(path)
+    def _no_file_is_a_folder(cls, files: dict[str, str]) -> dict[str, str]:
         folders = {str(parent) for path in files for parent in Path(path).parents}
         for path in files:
             if str(Path(path)) in folders:

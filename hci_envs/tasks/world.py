@@ -125,19 +125,15 @@ class World:
                 target.write_text(content, encoding="utf-8")
             state["home_template"] = str(template)
         fill = {"{python}": sys.executable, "{home}": str(self.env.home)}
+
+        def filled(text: str) -> str:
+            for key, value in fill.items():
+                text = text.replace(key, value)
+            return text
+
         for app in state["apps"]:
             command = app["command"]
-            if isinstance(command, str):
-                for key, value in fill.items():
-                    command = command.replace(key, value)
-            else:
-                parts = []
-                for part in command:
-                    for key, value in fill.items():
-                        part = part.replace(key, value)
-                    parts.append(part)
-                command = parts
-            app["command"] = command
+            app["command"] = filled(command) if isinstance(command, str) else [filled(part) for part in command]
         return state
 
     def reset(self, task: TaskSpec) -> Observation:
