@@ -2,17 +2,22 @@
 
     python3 -m hci_envs up [serve options]   system packages + .venv + `hci-envs serve` (URLs printed)
     python3 -m hci_envs test [pytest args]   everything the tests need, then the whole suite, strictly
-    python3 -m hci_envs install [--test]     only the installation step
+    python3 -m hci_envs install [--test] [--agent-accounts N]     only the installation step
 
 System packages come from apt (as root, or through sudo). Python packages go into ``.venv`` next to
-pyproject.toml. Each step is skipped when it is already done, so a second run starts in seconds.
+pyproject.toml, on the system's Python where there is one (agent accounts can run it; a Python under
+/root cannot be). As root, it also creates the agent accounts (64 system users, all named ``hci-agent``,
+each with its own uid and group) the server runs each session's agent side as, and makes the files that hold task answers private to the
+server's user. Each step is skipped when it is already done, so a second run starts in seconds.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import pwd
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -31,7 +36,17 @@ RUNTIME_APT = [
 #: What the tests and benchmarks need on top: a browser for the noVNC page, the baseline tools of the
 #: computer-use demo (xdotool, scrot, ImageMagick), debootstrap for the offline base image, and the text
 #: editor of the built-in task suite.
-TEST_APT = ["chromium", "mousepad", "xdotool", "scrot", "imagemagick", "debootstrap", "ca-certificates"]
+TEST_APT = ["chromium", "mousepad", "xdotool", "scrot", "imagemagick", "debootstrap", "ca-certificates",
+            "x11-xserver-utils"]
+#: Agent accounts created by default: one per live session (a server's --max-sessions must not exceed it).
+AGENT_ACCOUNTS = 64
+#: Every agent account bears this name (see hci_envs.accounts): useradd makes them as NAME-N, then they are
+#: renamed, since useradd refuses a name twice.
+AGENT_ACCOUNT_NAME = "hci-agent"
+_ACCOUNT_FILES = ("/etc/passwd", "/etc/shadow", "/etc/group", "/etc/gshadow")
+#: Where the answers of tasks live, relative to the checkout: agent accounts must not read them. The task
+#: file itself, and every other copy of it: git's objects, setuptools' build folder, the wheelhouse.
+PRIVATE_PATHS = ("hci_envs/tasks/builtin.jsonl", ".git", "build", "images/.build")
 
 
 def log(message: str) -> None:
@@ -75,16 +90,33 @@ def _stamp(venv: Path, key: str) -> bool:
     return stamp.exists() and stamp.read_text() == key
 
 
+def base_python() -> str:
+    """The Python .venv is made from: the system's python3 when it is the same minor version as this one
+    (an agent account can run it, and apps started with the server's own interpreter work for agents too),
+    else this one."""
+    system = "/usr/bin/python3"
+    if os.path.realpath(sys.executable).startswith("/usr/") or not os.access(system, os.X_OK):
+        return sys.executable
+    probe = subprocess.run([system, "-c", "import sys, venv; print('%d.%d' % sys.version_info[:2])"],
+                           capture_output=True, text=True)
+    same = probe.returncode == 0 and probe.stdout.strip() == f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return system if same else sys.executable
+
+
 def ensure_venv(extra: str) -> Path:
     """Create .venv and install hci-envs (editable) with ``extra``; skipped when pyproject is unchanged."""
     python = VENV / "bin" / "python"
-    key = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extra.encode()).hexdigest()
+    base = base_python()
+    key = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extra.encode() + base.encode()).hexdigest()
     if python.exists() and _stamp(VENV, key):
         log(f"Python environment {VENV.name}: up to date")
         return python
+    if python.exists() and os.path.realpath(python) != os.path.realpath(base):
+        log(f"{VENV.name} was made from another Python: making it again from {base}")
+        shutil.rmtree(VENV)
     if not python.exists():
-        log(f"creating {VENV}")
-        run([sys.executable, "-m", "venv", str(VENV)])
+        log(f"creating {VENV} (Python: {base})")
+        run([base, "-m", "venv", str(VENV)])
     run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"])
     run([str(python), "-m", "pip", "install", "-q", "-e", f"{ROOT}[{extra}]"])
     (VENV / ".hci-envs-stamp").write_text(key)
@@ -113,13 +145,93 @@ def build_images(python: Path) -> None:
     run([str(python), str(images_cli), "--for-tests"])
 
 
-def install(test: bool) -> Path:
+def ensure_agent_accounts(count: int = AGENT_ACCOUNTS) -> None:
+    """At least ``count`` agent accounts: system users named hci-agent, each with its own uid and private
+    group, no home and no login."""
+    have = sum(1 for entry in pwd.getpwall() if entry.pw_name == AGENT_ACCOUNT_NAME and entry.pw_uid != 0)
+    pending = [e.pw_name for e in pwd.getpwall() if e.pw_name.startswith(AGENT_ACCOUNT_NAME + "-")]
+    missing = max(0, count - have - len(pending))
+    if not missing and not pending:
+        log(f"agent accounts: {have} present")
+        return
+    if os.geteuid() != 0:
+        log(f"not root: the {missing} missing agent accounts are not created; the server will run agents as its "
+            "own user (isolation: none). Run this as root to create them.")
+        return
+    if missing:
+        log(f"creating {missing} agent accounts")
+    serial = 0
+    for done in range(1, missing + 1):
+        while f"{AGENT_ACCOUNT_NAME}-{serial}" in pending or _user_exists(f"{AGENT_ACCOUNT_NAME}-{serial}"):
+            serial += 1
+        subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
+                        "--shell", "/usr/sbin/nologin", "--comment", "hci-envs agent",
+                        f"{AGENT_ACCOUNT_NAME}-{serial}"], check=True)
+        serial += 1
+        if done % 16 == 0 or done == missing:
+            log(f"  {done}/{missing}")
+    _rename_accounts()
+
+
+def _user_exists(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+def _rename_accounts() -> None:
+    """hci-agent-N -> hci-agent in the account files, under the lock the shadow tools take."""
+    import fcntl
+    import re
+
+    pattern = re.compile(rf"^{re.escape(AGENT_ACCOUNT_NAME)}-\d+:", re.M)
+    with open("/etc/.pwd.lock", "w") as lock:
+        fcntl.lockf(lock, fcntl.LOCK_EX)
+        for path in _ACCOUNT_FILES:
+            if not os.path.exists(path):
+                continue
+            text = Path(path).read_text()
+            renamed = pattern.sub(f"{AGENT_ACCOUNT_NAME}:", text)
+            if renamed != text:
+                st = os.stat(path)
+                tmp = f"{path}.hci-envs"
+                with open(tmp, "w") as f:
+                    f.write(renamed)
+                os.chown(tmp, st.st_uid, st.st_gid)
+                os.chmod(tmp, stat.S_IMODE(st.st_mode))
+                os.replace(tmp, path)
+
+
+def protect_private_files(root: Path = ROOT) -> list[str]:
+    """Make the files that hold task answers readable by their owner only (owner: the user that runs the
+    server). Returns the paths changed."""
+    changed = []
+    for relative in PRIVATE_PATHS:
+        path = root / relative
+        try:
+            st = path.lstat()
+        except OSError:
+            continue
+        if stat.S_ISLNK(st.st_mode) or not stat.S_IMODE(st.st_mode) & 0o077 or st.st_uid != os.geteuid():
+            continue
+        os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700)
+        changed.append(relative)
+    return changed
+
+
+def install(test: bool, agent_accounts: int = AGENT_ACCOUNTS) -> Path:
     start = time.monotonic()
     apt_install(RUNTIME_APT + (TEST_APT if test else []))
+    ensure_agent_accounts(agent_accounts)
     python = ensure_venv("test" if test else "server")
     if test:
         ensure_openenv()
         build_images(python)
+    changed = protect_private_files()
+    if changed:
+        log(f"made private to {pwd.getpwuid(os.geteuid()).pw_name}: {', '.join(changed)} (task answers)")
     log(f"installation done in {time.monotonic() - start:.0f}s")
     return python
 
@@ -131,7 +243,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command, rest = args[0], args[1:]
     if command == "install":
-        install(test="--test" in rest)
+        accounts = AGENT_ACCOUNTS
+        if "--agent-accounts" in rest:
+            try:
+                accounts = int(rest[rest.index("--agent-accounts") + 1])
+            except (IndexError, ValueError):
+                print("--agent-accounts needs a number", file=sys.stderr)
+                return 2
+        install(test="--test" in rest, agent_accounts=accounts)
         return 0
     if command == "up":
         python = install(test=False)

@@ -107,23 +107,39 @@ def serve(args: argparse.Namespace) -> int:
         env_kwargs["start_state"] = state
     if args.observation_format:
         env_kwargs["observation"] = {"format": None if args.observation_format == "none" else args.observation_format}
+    control_token, agent_token = _secret_options(args)
     sock = _bind(args.host, args.port)
     port = sock.getsockname()[1]
     config = ServerConfig.from_env(
         host=args.host, port=port, env_class=env_class, env_kwargs=env_kwargs, mode=args.mode,
-        max_sessions=args.max_sessions, idle_timeout=args.idle_timeout, control_token=args.control_token,
-        agent_token=args.agent_token, agent_tokens=args.agent_tokens or None, public_url=args.public_url,
+        max_sessions=args.max_sessions, idle_timeout=args.idle_timeout, control_token=control_token,
+        agent_token=agent_token, agent_tokens=args.agent_tokens or None, public_url=args.public_url,
         vnc=not args.no_vnc, vnc_port=args.vnc_port, takeover_timeout=args.takeover_timeout,
-        episodes_dir=args.episodes_dir, action_mode=args.action_mode,
+        episodes_dir=args.episodes_dir, action_mode=args.action_mode, isolation=args.isolation,
+        max_agent_processes=args.max_agent_processes,
     )
     config.on_ready = lambda server: _print_ready(server, sys.stdout)
     app = create_app(config)
+    isolation = app.hci.isolation
+    if (args.control_token or args.agent_token) and isolation.mode == "uid":
+        raise ConfigError("secrets on the command line are readable by every local user, agents included "
+                          "(/proc/PID/cmdline): pass them in HCI_ENVS_CONTROL_TOKEN / HCI_ENVS_AGENT_TOKEN or "
+                          "with --control-token-file / --agent-token-file")
     if args.exit_with_stdin:
         threading.Thread(target=_exit_on_stdin_eof, name="stdin-watch", daemon=True).start()
     print(f"hci-envs: starting {env_class.__name__} on {config.base_url()} ...", flush=True)
+    if isolation.mode == "uid":
+        print(f"hci-envs: isolation: uid (each session's agent side runs as an account of its own; "
+              f"{isolation.accounts} agent accounts)", flush=True)
+    else:
+        print(f"hci-envs: WARNING: isolation: none: {isolation.reason}. Agents run as this server's user and can "
+              "read its secrets, signal it and reach other sessions; loopback only.", flush=True)
+    from .server.guards import header_timeout_protocol
+
+    protocol = header_timeout_protocol(config.header_timeout)
     server = uvicorn.Server(
         uvicorn.Config(app, log_level=args.log_level, access_log=args.log_level == "debug", lifespan="on",
-                       ws_max_size=64 * 1024 * 1024)
+                       ws_max_size=64 * 1024 * 1024, http=protocol or "auto", timeout_keep_alive=5)
     )
     server.run(sockets=[sock])
     return 0 if server.started else 1
@@ -158,6 +174,25 @@ def _exit_on_stdin_eof() -> None:
     except (OSError, ValueError):
         pass
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _secret_options(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """The secrets given as options, from the command line or from files (``--*-token-file``)."""
+
+    def read(path: str | None, option: str) -> str | None:
+        if path is None:
+            return None
+        try:
+            token = open(path, encoding="utf-8").read().strip()  # noqa: SIM115
+        except OSError as exc:
+            raise ConfigError(f"{option}: cannot read {path}: {exc.strerror}") from None
+        if not token:
+            raise ConfigError(f"{option}: {path} is empty")
+        return token
+
+    control = args.control_token or read(args.control_token_file, "--control-token-file")
+    agent = args.agent_token or read(args.agent_token_file, "--agent-token-file")
+    return control, agent
 
 
 def _print_ready(server: Any, out: Any) -> None:
@@ -197,7 +232,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--idle-timeout", type=float, default=600.0, help="seconds before an idle session is closed")
     p.add_argument("--control-token", help="secret for the control plane (or HCI_ENVS_CONTROL_TOKEN)")
     p.add_argument("--agent-token", help="secret for the default session's MCP endpoint (or HCI_ENVS_AGENT_TOKEN)")
+    p.add_argument("--control-token-file", metavar="PATH", help="read the control token from a file")
+    p.add_argument("--agent-token-file", metavar="PATH", help="read the default session's agent token from a file")
     p.add_argument("--agent-tokens", action="store_true", help="give every session a random agent token")
+    p.add_argument("--isolation", choices=("auto", "uid", "none"), default=None,
+                   help="run each session's agent side as an account of its own: uid (required), none, or auto "
+                        "(uid where possible; default, or HCI_ENVS_ISOLATION)")
+    p.add_argument("--max-agent-processes", type=int, default=None,
+                   help="processes each session's agent account may run (RLIMIT_NPROC; default: no limit)")
     p.add_argument("--public-url", default=os.environ.get("HCI_ENVS_PUBLIC_URL"),
                    help="base URL to print and report, e.g. behind a proxy or a port mapping (or HCI_ENVS_PUBLIC_URL)")
     p.add_argument("--no-vnc", action="store_true", help="serve no VNC (no /vnc/ page, no x11vnc)")

@@ -12,8 +12,6 @@ A failure of the desktop itself (Xvfb or the app dying) ends the episode as trun
 from __future__ import annotations
 
 import logging
-import shutil
-import tempfile
 import threading
 import time
 import uuid
@@ -22,6 +20,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
+from . import deadline
 from .actions import ACTIONS, parse_action
 from .actions.models import ActionBase, Screenshot
 from .errors import (
@@ -35,6 +34,8 @@ from .errors import (
     ModeError,
     UnknownToolError,
 )
+from .accounts import Isolation, resolve_isolation
+from .homes import HomeStore, check_snapshot_name
 from .protocol import EnvState, ImageData, Mode, Observation, ObservationSpec, StartState
 from .tools import ToolOutput, ToolSpec, tool
 from .trait import Trait
@@ -71,6 +72,8 @@ class DesktopEnvironment(Trait):
         mode: Mode = "simulation",
         observation: ObservationSpec | dict[str, Any] | None = None,
         paste_keys: str = "ctrl+v",
+        isolation: Isolation = "auto",
+        max_agent_processes: int = 0,
     ) -> None:
         state = start_state if start_state is not None else type(self).start_state
         if mode not in ("simulation", "production"):
@@ -89,9 +92,18 @@ class DesktopEnvironment(Trait):
         #: Called with "reset" after every reset (services such as VNC keep per-episode state).
         self.listeners: list[Any] = []
         self._lock = threading.RLock()
-        self._home = Path(tempfile.mkdtemp(prefix="hci-envs-home-"))
-        self._snapshots: dict[str, Path] = {}
-        self._snapshot_root: Path | None = None
+        #: Whether the agent side runs as an account of its own ("uid") or as this process's user ("none").
+        self.isolation = resolve_isolation(isolation)
+        self.max_agent_processes = max_agent_processes
+        self._lease = self.isolation.lease()
+        #: The agent account of this environment (None without isolation); every process of it ends at reset.
+        self.account = self._lease.account if self._lease is not None else None
+        try:
+            self._homes = HomeStore(self.account)
+        except BaseException:
+            if self._lease is not None:
+                self._lease.release()
+            raise
         self._episode_id: str | None = None
         self._step_count = 0
         self._done = False
@@ -134,7 +146,7 @@ class DesktopEnvironment(Trait):
 
     @property
     def home(self) -> Path:
-        return self._home
+        return self._homes.path
 
     def tools(self) -> dict[str, ToolSpec]:
         return type(self).tool_specs()
@@ -154,6 +166,14 @@ class DesktopEnvironment(Trait):
         if failure is not None:
             self._mark_truncated(failure)
             raise DesktopDiedError(f"the episode was truncated ({failure}); call reset()")
+        deadline.check(name)
+        left = deadline.remaining()
+        if left is not None and spec.has_parameter("timeout"):
+            # a step's time limit bounds the tool's own timeout (bash, python, CodeAct)
+            arguments = dict(arguments or {})
+            given = arguments.get("timeout", spec.default("timeout"))
+            if isinstance(given, int | float) and not isinstance(given, bool):
+                arguments["timeout"] = min(given, max(left, 0.001))
         try:
             return spec.call(self, arguments)
         except DesktopDiedError as exc:
@@ -218,8 +238,11 @@ class DesktopEnvironment(Trait):
         self._require_running()
         if self._code_runner is None:
             desktop = self.desktop
-            runner = Interpreter(codeact=True, env=desktop.app_env(), cwd=str(self._home),
-                                 spawn=lambda name, argv, **kw: desktop.processes.spawn(name, argv, **kw))
+            # The worker runs as the agent: an escape from the namespace gains nothing the agent's apps do
+            # not have. An environment that gives the agent no programs (no bash, no python) gives CodeAct
+            # none either: its worker cannot exec, fork, open sockets or write files (see interpreter_worker).
+            runner = Interpreter(codeact=True, env=desktop.app_env(), cwd=str(self.home),
+                                 spawn=desktop.spawn_agent, contained=not self.agent_can_run_programs())
             runner.define("".join(function_source(spec) for spec in self.code_tools().values()))
             self._code_runner = runner
         tools = self.code_tools()
@@ -234,6 +257,11 @@ class DesktopEnvironment(Trait):
             return out.value()
 
         return self._code_runner.run(code, timeout=timeout, max_output=max_output, on_call=on_call)
+
+    @classmethod
+    def agent_can_run_programs(cls) -> bool:
+        """Whether a trait of this environment lets the agent run programs of its choice (bash, python)."""
+        return any(getattr(c, "__dict__", {}).get("grants_programs", False) for c in cls.__mro__)
 
     def _close_code_runner(self) -> None:
         runner, self._code_runner = self._code_runner, None
@@ -281,7 +309,7 @@ class DesktopEnvironment(Trait):
                     raise ConfigError(f"start_state: {format_validation_error(exc)}") from None
                 self._pristine = False
             if self._pristine and snapshot is None and self._truncated_reason is None \
-                    and self._desktop_failure() is None and self._home_fingerprint() == self._pristine_home:
+                    and self._desktop_failure() is None and self._homes.fingerprint() == self._pristine_home:
                 # Nothing has touched the desktop since it reached the start state: no need to rebuild it.
                 self._begin_episode(seed, episode_id)
                 obs = self._observe(text="reset")
@@ -294,8 +322,7 @@ class DesktopEnvironment(Trait):
         from .desktop import AppSpec, Desktop, DesktopConfig
         from .executor import Executor
 
-        if snapshot is not None and snapshot not in self._snapshots:
-            raise ConfigError(f"no snapshot named {snapshot!r}; known: {', '.join(sorted(self._snapshots)) or 'none'}")
+        source = self._homes.snapshot_path(snapshot) if snapshot is not None else None
         s = self.declared_state
         if self._started:
             try:
@@ -303,20 +330,24 @@ class DesktopEnvironment(Trait):
             except Exception:
                 log.exception("on_session_end hook failed")
         self._close_code_runner()
-        self._restore_home(self._snapshots[snapshot] if snapshot else s.home_template)
         config = DesktopConfig(
             width=s.width, height=s.height, depth=s.depth, window_manager=s.window_manager,
             apps=[AppSpec(a.command, a.name, dict(a.env), a.wait_for_window, a.timeout, a.required) for a in s.apps],
-            env=dict(s.env), home=str(self._home),
+            env=dict(s.env), home=str(self.home),
         )
         desktop = self.desktop
-        if desktop is not None and desktop.can_reuse(config):
+        reuse = desktop is not None and desktop.can_reuse(config)
+        # Every process of the agent ends before its home is touched: nothing may race the restore.
+        if reuse:
+            desktop.end_agent_side()
+        elif desktop is not None:
+            desktop.close()
+            self.desktop = None
+        self._homes.restore(source if source is not None else s.home_template)
+        if reuse:
             desktop.restart_session(config)
         else:
-            if desktop is not None:
-                desktop.close()
-            self.desktop = None
-            desktop = Desktop(config).start()
+            desktop = Desktop(config, account=self.account, max_processes=self.max_agent_processes).start()
             self.desktop = desktop
             self.executor = Executor(desktop, paste_keys=self.paste_keys)
             self.executor.input_blocked = lambda: self.input_gate()
@@ -328,20 +359,8 @@ class DesktopEnvironment(Trait):
         for listener in list(self.listeners):
             listener("reset")
         self._pristine = True
-        self._pristine_home = self._home_fingerprint()
+        self._pristine_home = self._homes.fingerprint()
         return self._observe(text="reset")
-
-    def _home_fingerprint(self) -> frozenset[tuple[str, int, int]]:
-        """Every file of the home with its size and modification time: a reset may skip rebuilding the
-        desktop only if no app changed a file since."""
-        entries = []
-        for path in self._home.rglob("*"):
-            try:
-                st = path.lstat()
-            except OSError:
-                continue
-            entries.append((str(path.relative_to(self._home)), st.st_size, st.st_mtime_ns))
-        return frozenset(entries)
 
     def _begin_episode(self, seed: int | None, episode_id: str | None) -> None:
         self._episode_id = episode_id or str(uuid.uuid4())
@@ -357,36 +376,23 @@ class DesktopEnvironment(Trait):
 
     def snapshot(self, name: str) -> dict[str, Any]:
         """Capture the session's files (its home directory) under ``name``; ``reset(snapshot=name)`` branches
-        from it."""
+        from it. The agent's processes are stopped while the files are copied."""
         with self._lock:
             if self.mode == "production":
                 raise ModeError("snapshot is disabled in production mode")
-            if not name or "/" in name or name.startswith("."):
-                raise ConfigError(f"invalid snapshot name {name!r}: a plain name without \"/\" or a leading dot")
-            if self._snapshot_root is None:
-                self._snapshot_root = Path(tempfile.mkdtemp(prefix="hci-envs-snapshots-"))
-            target = self._snapshot_root / name
-            if target.exists():
-                shutil.rmtree(target)
-            shutil.copytree(self._home, target, symlinks=True)
-            self._snapshots[name] = target
-            files = sum(1 for p in target.rglob("*") if p.is_file())
-            return {"name": name, "files": files}
+            check_snapshot_name(name)
+            with self.agent_frozen():
+                return self._homes.snapshot(name)
 
     def snapshots(self) -> list[str]:
-        return sorted(self._snapshots)
+        return self._homes.names()
 
-    def _restore_home(self, source: str | Path | None) -> None:
-        for child in self._home.iterdir():
-            if child.is_dir() and not child.is_symlink():
-                shutil.rmtree(child, ignore_errors=True)
-            else:
-                child.unlink(missing_ok=True)
-        if source is not None:
-            src = Path(source)
-            if not src.is_dir():
-                raise ConfigError(f"home template {str(src)!r} is not a directory")
-            shutil.copytree(src, self._home, symlinks=True, dirs_exist_ok=True)
+    def agent_frozen(self) -> Any:
+        """A context in which no process of the agent runs (SIGSTOP), for the server to read the agent's files
+        without racing it: snapshots and checkers. Without isolation, nothing is stopped."""
+        import contextlib
+
+        return self.account.frozen() if self.account is not None else contextlib.nullcontext()
 
     @property
     def state(self) -> EnvState:
@@ -399,13 +405,16 @@ class DesktopEnvironment(Trait):
             mode=self.mode,
             done=self._done,
             truncated_reason=self._truncated_reason,
+            isolation=self.isolation.mode,
             **self.session_info,
         )
 
-    def step(self, action: Any) -> Observation:
+    def step(self, action: Any, *, timeout_s: float | None = None) -> Observation:
         """Run one action and observe. ``action`` is a canonical action, a tool call ``{"tool", "arguments"}``,
-        OpenEnv's ``{"type": "call_tool" | "list_tools", ...}``, or a list of these run in order."""
-        with self._lock:
+        OpenEnv's ``{"type": "call_tool" | "list_tools", ...}``, or a list of these run in order. With
+        ``timeout_s``, the step keeps to that many seconds: waits are cut short and commands get at most the
+        time left; the observation then carries a TIMEOUT error."""
+        with self._lock, deadline.deadline(timeout_s):
             if self._closed:
                 raise EnvironmentStateError("the environment is closed")
             if not self._episode_active:
@@ -637,12 +646,14 @@ class DesktopEnvironment(Trait):
             except Exception:
                 log.exception("on_session_end hook failed")
             self._close_code_runner()
-            if self.desktop is not None:
-                self.desktop.close()
-                self.desktop = None
-            shutil.rmtree(self._home, ignore_errors=True)
-            if self._snapshot_root is not None:
-                shutil.rmtree(self._snapshot_root, ignore_errors=True)
+            try:
+                if self.desktop is not None:
+                    self.desktop.close()
+                    self.desktop = None
+                self._homes.close()
+            finally:
+                if self._lease is not None:
+                    self._lease.release()
 
     @property
     def closed(self) -> bool:

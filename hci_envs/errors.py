@@ -17,7 +17,8 @@ frame) and back (the client raises the matching class), so the same failure read
     ├── EnvironmentStateError       the call does not fit the episode's state (step before reset, after close)
     ├── SessionError                session bookkeeping on a server
     │   ├── SessionNotFoundError
-    │   └── CapacityError           max_sessions reached
+    │   ├── CapacityError           max_sessions reached, or every agent account in use
+    │   └── TooManyCallsError       a session has too many calls waiting
     ├── AuthError                   a missing or wrong secret
     ├── ModeError                   refused by the server's mode (reset in production)
     ├── ConfigError                 a bad setting, refused before anything starts
@@ -112,6 +113,10 @@ class SessionNotFoundError(SessionError):
 
 class CapacityError(SessionError):
     code = "CAPACITY_REACHED"
+
+
+class TooManyCallsError(SessionError):
+    code = "TOO_MANY_CALLS"
 
 
 class AuthError(HciEnvsError):

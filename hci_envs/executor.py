@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import deadline
 from .actions import models as A
 from .actions.keys import split_combo
 from .actions.models import BUTTON_NUMBERS, parse_action
@@ -185,7 +186,11 @@ class Executor:
         return ActionResult(a.type, f"{a.key} up")
 
     def _do_hold_key(self, a: A.HoldKey) -> ActionResult:
-        self.desktop.input.combo(split_combo(a.keys), hold_seconds=a.seconds)
+        left = deadline.remaining()
+        seconds = a.seconds if left is None else max(0.0, min(a.seconds, left))
+        self.desktop.input.combo(split_combo(a.keys), hold_seconds=seconds)
+        if seconds < a.seconds:
+            raise ActionTimeoutError(f"hold_key: released after {seconds:.2f}s by the step's time limit")
         return ActionResult(a.type, f"held {a.keys} for {a.seconds:g}s")
 
     def _do_type_text(self, a: A.TypeText) -> ActionResult:
@@ -225,7 +230,7 @@ class Executor:
             events.set_clipboard(previous)  # put back what the user had copied
 
     def _do_wait(self, a: A.Wait) -> ActionResult:
-        time.sleep(a.ms / 1000)
+        deadline.sleep(a.ms / 1000, "wait")
         return ActionResult(a.type, f"waited {a.ms} ms")
 
     def _do_clipboard_set(self, a: A.ClipboardSet) -> ActionResult:

@@ -44,7 +44,7 @@ DEFAULT_MIRROR = "http://deb.debian.org/debian"
 SYSTEM_PACKAGES = (
     "python3", "python3-venv", "python3-tk", "xvfb", "xauth", "openbox", "x11vnc", "xterm", "tini",
     "fonts-dejavu-core", "fonts-noto-cjk", "fonts-noto-color-emoji", "ca-certificates", "procps", "bash",
-    "coreutils",
+    "coreutils", "util-linux",
 )
 #: Packages of which the images take only the files: Debian's novnc would pull in nodejs and numpy for a
 #: proxy we do not use, when all we serve is its web page.
@@ -318,7 +318,7 @@ def derived_dockerfile(env_spec: str, env_class: type, *, base: str = BASE, modu
     """The Dockerfile of an environment's image: the base, the packages its traits declare, its code."""
     packages = [p for p in env_class.all_system_packages() if p not in SYSTEM_PACKAGES]
     python_packages = env_class.all_python_packages()
-    lines = [f"FROM {base}", "USER root"]
+    lines = [f"FROM {base}"]
     if packages:
         lines.append(f"RUN sh /usr/local/sbin/install-system-packages {' '.join(sorted(packages))}")
     if python_packages:  # these need an index (or PIP_INDEX_URL pointing at a mirror) at build time
@@ -328,7 +328,8 @@ def derived_dockerfile(env_spec: str, env_class: type, *, base: str = BASE, modu
     if module_file is not None:
         lines.append(f"COPY {Path(module_file).name} /opt/env/{Path(module_file).name}")
         serve_env = f"/opt/env/{Path(module_file).name}:{env_spec.rpartition(':')[2]}"
-    lines += ["USER hci", f"ENV HCI_ENVS_ENV={serve_env}",
+    # the base's entrypoint starts as root and runs the server as hci (see images/base/entrypoint.sh)
+    lines += [f"ENV HCI_ENVS_ENV={serve_env}",
               'CMD ["hci-envs", "serve", "--host", "0.0.0.0", "--port", "8000"]']
     return "\n".join(lines) + "\n"
 

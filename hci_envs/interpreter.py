@@ -1,8 +1,10 @@
 """Persistent Python interpreters in their own processes: the PythonAccess trait's ``python`` tool, and
 CodeAct, where every tool of the environment is a pre-imported function.
 
-The interpreter runs as the session's user with the session's environment, so code reaches the desktop the
-way an app would and nothing of the server. A run that overstays its timeout is interrupted
+The interpreter runs as the session's agent account with the session's environment, so code reaches the
+desktop the way an app would and nothing of the server. It is the system's Python (``python3`` on the
+agent's PATH), not the server's virtual environment, and gets the worker's source on its command line, so it
+needs nothing of the server's files. A run that overstays its timeout is interrupted
 (KeyboardInterrupt); if the code ignores that, the interpreter is restarted and the caller is told its
 variables are gone. Output beyond ``max_output`` characters is dropped and counted.
 """
@@ -26,6 +28,24 @@ from typing import Any
 from .errors import ActionTimeoutError, InvalidActionError
 
 WORKER = Path(__file__).with_name("interpreter_worker.py")
+_WORKER_SOURCE: str | None = None
+
+
+def agent_python() -> str:
+    """The Python the agent's side runs: the system's python3 (the server's own may live where the agent
+    cannot read, and it carries the server's packages)."""
+    from .accounts import AGENT_PATH
+
+    import shutil
+
+    return shutil.which("python3", path=AGENT_PATH) or sys.executable
+
+
+def _worker_source() -> str:
+    global _WORKER_SOURCE
+    if _WORKER_SOURCE is None:
+        _WORKER_SOURCE = WORKER.read_text(encoding="utf-8")
+    return _WORKER_SOURCE
 DEFAULT_MAX_OUTPUT = 64 * 1024
 INTERRUPT_GRACE = 2.0
 
@@ -84,11 +104,13 @@ class Interpreter:
     """One persistent interpreter process. Thread-safe: runs are serialised."""
 
     def __init__(self, *, codeact: bool = False, env: Mapping[str, str] | None = None, cwd: str | None = None,
-                 python: str | None = None, spawn: Callable[..., subprocess.Popen[bytes]] | None = None) -> None:
+                 python: str | None = None, spawn: Callable[..., subprocess.Popen[bytes]] | None = None,
+                 contained: bool = False) -> None:
         self.codeact = codeact
+        self.contained = contained
         self.env = dict(env) if env is not None else None
         self.cwd = cwd
-        self.python = python or sys.executable
+        self.python = python or agent_python()
         self._spawn = spawn
         self._proc: subprocess.Popen[bytes] | None = None
         self._to: Any = None
@@ -101,9 +123,13 @@ class Interpreter:
     def _start(self) -> None:
         to_r, to_w = os.pipe()
         from_r, from_w = os.pipe()
-        argv = [self.python, "-u", str(WORKER), "--rpc", str(to_r), str(from_w)]
+        # CodeAct's worker needs only the standard library: isolated mode, no site-packages
+        flags = ["-I", "-S", "-B"] if self.codeact else []
+        argv = [self.python, *flags, "-u", "-c", _worker_source(), "--rpc", str(to_r), str(from_w)]
         if self.codeact:
             argv.append("--codeact")
+        if self.contained:
+            argv.append("--contained")
         try:
             if self._spawn is not None:
                 proc = self._spawn("interpreter", argv, env=self.env, cwd=self.cwd, pass_fds=(to_r, from_w))

@@ -8,6 +8,13 @@ persistent namespace and answers ``{"op": "done", "stdout", "stderr", "truncated
 namespace has no ``__import__`` and a few safe builtins less, and tool functions call back to the server: the
 worker sends ``{"op": "call", "tool", "arguments"}`` and waits for ``{"op": "return", "value"|"error"}``.
 Standard library only. The code's prints are captured and returned.
+
+The worker runs as the session's agent account (the boundary is that uid, not the namespace's filtering).
+With ``--contained`` (CodeAct of an environment that gives the agent no programs), it also installs a seccomp
+filter before it reads its first request: no execve, no new processes (threads only), no sockets, no tracing
+or reading other processes' memory, no io_uring, and no file changes (no open for writing, no unlink, rename,
+link, mkdir, chmod, chown, truncate). Whatever escapes the namespace can then read what the agent may read and
+call the tools, and nothing else. If the filter cannot be installed, every request is refused (fail closed).
 """
 
 from __future__ import annotations
@@ -90,6 +97,68 @@ def _namespace(codeact: bool) -> dict:
     return namespace
 
 
+# -- containment (x86_64 Linux; elsewhere --contained refuses to run code) ---------------------------------
+_EPERM, _ENOSYS = 1, 38
+_X86_64_DENIED = (
+    59, 322,  # execve, execveat
+    101, 310, 311, 438, 440,  # ptrace, process_vm_readv/writev, pidfd_getfd, process_madvise
+    57, 58,  # fork, vfork (clone is allowed for threads only, below)
+    41, 53,  # socket, socketpair
+    425, 426, 427, 321, 323, 298,  # io_uring_*, bpf, userfaultfd, perf_event_open
+    165, 166, 272, 308, 250, 248, 249,  # mount, umount2, unshare, setns, keyctl, add_key, request_key
+    85, 87, 263, 82, 264, 316, 86, 265, 88, 266, 83, 258, 84,  # creat, unlink*, rename*, link*, symlink*, mkdir*, rmdir
+    90, 91, 268, 452, 92, 93, 94, 260,  # chmod*, chown*
+    76, 77, 133, 259, 132, 235, 280, 261,  # truncate, ftruncate, mknod*, utime*
+    188, 189, 190, 197, 198, 199, 304,  # *setxattr, *removexattr, open_by_handle_at
+)
+_X86_64_ENOSYS = (435, 437)  # clone3, openat2: libc falls back to clone and openat, which are checked
+_WRITE_FLAGS = 0o1 | 0o2 | 0o100 | 0o1000  # O_WRONLY | O_RDWR | O_CREAT | O_TRUNC
+_CLONE_THREAD = 0x10000
+
+
+def _seccomp_program() -> list:
+    import platform
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        raise OSError(f"no seccomp policy for {platform.machine()}")
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, deny, nosys = 0x7FFF0000, 0x00050000 | _EPERM, 0x00050000 | _ENOSYS
+    arch_x86_64, kill_process = 0xC000003E, 0x80000000
+    prog = [(ld, 0, 0, 4), (jeq, 1, 0, arch_x86_64), (ret, 0, 0, kill_process), (ld, 0, 0, 0),
+            (jge, 0, 1, 0x40000000), (ret, 0, 0, deny)]  # the x32 ABI's numbers
+    for nr in _X86_64_DENIED:
+        prog += [(jeq, 0, 1, nr), (ret, 0, 0, deny)]
+    for nr in _X86_64_ENOSYS:
+        prog += [(jeq, 0, 1, nr), (ret, 0, 0, nosys)]
+    for nr, flags_offset in ((2, 24), (257, 32)):  # open(path, flags), openat(dirfd, path, flags)
+        prog += [(jeq, 0, 4, nr), (ld, 0, 0, flags_offset), (jset, 0, 1, _WRITE_FLAGS), (ret, 0, 0, deny),
+                 (ret, 0, 0, allow)]
+    prog += [(jeq, 0, 4, 56), (ld, 0, 0, 16), (jset, 1, 0, _CLONE_THREAD), (ret, 0, 0, deny), (ret, 0, 0, allow)]
+    prog.append((ret, 0, 0, allow))
+    return prog
+
+
+def _contain() -> None:
+    """Install the seccomp filter on this process (and all its threads)."""
+    import ctypes
+
+    class Instruction(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Instruction))]
+
+    instructions = _seccomp_program()
+    array = (Instruction * len(instructions))(*[Instruction(*i) for i in instructions])
+    program = Program(len(instructions), array)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    # seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &program)
+    if libc.syscall(317, 1, 1, ctypes.byref(program)) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp(SECCOMP_SET_MODE_FILTER) failed")
+
+
 def main() -> None:
     global _RPC_IN, _RPC_OUT
     position = sys.argv.index("--rpc")
@@ -97,6 +166,12 @@ def main() -> None:
     _RPC_OUT = open(int(sys.argv[position + 2]), "w", encoding="utf-8")  # noqa: SIM115
     codeact = "--codeact" in sys.argv
     namespace = _namespace(codeact)
+    refusal = None
+    if "--contained" in sys.argv:
+        try:
+            _contain()
+        except Exception as exc:  # fail closed: run nothing uncontained
+            refusal = f"code actions are not available on this machine: containment failed ({exc})"
     # SIGINT interrupts running code (the server's timeout); between requests it is ignored
     while True:
         line = _RPC_IN.readline()
@@ -104,6 +179,9 @@ def main() -> None:
             return
         request = json.loads(line)
         op = request.get("op")
+        if refusal is not None:
+            _send({"op": "defined" if op == "define" else "done", "error": refusal})
+            continue
         if op == "define":
             exec(compile(request["source"], "<tools>", "exec"), namespace)  # noqa: S102
             _send({"op": "defined"})

@@ -108,5 +108,7 @@ class EnvState(BaseModel):
     agent_token: str | None = None
     vnc_url: str | None = None
     vnc_view_url: str | None = None
+    isolation: str = Field("none", description='"uid": the agent side runs as an account of its own; "none": as '
+                                                'the server\'s user (no containment).')
 
 

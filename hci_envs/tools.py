@@ -58,6 +58,16 @@ class ToolSpec:
     def signature(self) -> inspect.Signature:
         return inspect.Signature(list(self.parameters))
 
+    def has_parameter(self, name: str) -> bool:
+        return any(p.name == name for p in self.parameters)
+
+    def default(self, name: str) -> Any:
+        """The default value of parameter ``name`` (None if it has none)."""
+        for p in self.parameters:
+            if p.name == name:
+                return None if p.default is inspect.Parameter.empty else p.default
+        return None
+
     @property
     def arguments_model(self) -> type[BaseModel]:
         return _arguments_model(self)

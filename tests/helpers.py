@@ -25,10 +25,23 @@ PROBE = HERE / "apps" / "tk_probe.py"
 ANIMATE = HERE / "apps" / "animate.py"
 
 
-class Probe:
-    """Reads what the Tk probe app reports (see tests/apps/tk_probe.py)."""
+def agent_writable_dir(prefix: str = "hci-envs-test-") -> Path:
+    """A folder the agent account of any session can write into and replace files in (apps of several
+    sessions report their state there): pytest's own temporary folders are private to the user running the
+    tests."""
+    import tempfile
 
-    def __init__(self, directory: Path) -> None:
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    os.chmod(path, 0o777)
+    return path
+
+
+class Probe:
+    """Reads what the Tk probe app reports (see tests/apps/tk_probe.py). The app runs on the agent's side of
+    the desktop (as its account), so it reports into a folder every account can write to."""
+
+    def __init__(self, directory: Path | None = None) -> None:
+        directory = agent_writable_dir("hci-envs-probe-")
         self.state_path = directory / "probe-state.json"
         self.log_path = directory / "probe-log.jsonl"
 

@@ -23,6 +23,7 @@ from hci_envs.providers.docker import LABEL
 
 PROBE_IMAGE = "hci-envs-test/probe:latest"
 BASE_IMAGE = "hci-envs/base:latest"
+EDITOR_IMAGE = "hci-envs/editor:latest"
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def docker_client():
         client.ping()
     except Exception as exc:  # noqa: BLE001
         need(False, f"the Docker daemon ({exc})")
-    for image in (PROBE_IMAGE, BASE_IMAGE):
+    for image in (PROBE_IMAGE, BASE_IMAGE, EDITOR_IMAGE):
         try:
             client.images.get(image)
         except Exception:  # noqa: BLE001
@@ -160,18 +161,42 @@ def test_image_that_never_becomes_healthy_times_out_with_its_logs(docker_client)
     assert not left
 
 
+def _caps(status: str) -> dict[str, str]:
+    return {line.split(":")[0]: line.split()[1] for line in status.splitlines() if line.startswith("Cap")}
+
+
 def test_inside_the_container_nothing_runs_as_root_and_capabilities_are_dropped(docker_client):
+    from hci_envs.accounts import CAPABILITIES
+
     with DockerProvider(PROBE_IMAGE) as provider:
         httpx.post(provider.base_url + "/reset", json={},
                    headers={"authorization": f"Bearer {provider.control_token}"}, timeout=60).raise_for_status()
-        code, users = provider.container.exec_run(["sh", "-c", "ps -eo user= | sort -u"])
-        assert code == 0 and users.decode().split() == ["hci"], users
+        wait_probe(provider, lambda s: s.get("ready"), "the probe app")
+        # every process of the container (PID 1 and its descendants, not this exec's) runs as the server's user
+        # or the agent's, none as root
+        code, table = provider.container.exec_run(["ps", "-eo", "user:20=,pid=,ppid="])
+        rows = [line.split() for line in table.decode().splitlines()]
+        tree, users = {1}, set()
+        for _ in range(len(rows)):
+            tree |= {int(pid) for _user, pid, ppid in rows if int(ppid) in tree}
+        users = {user for user, pid, _ppid in rows if int(pid) in tree}
+        assert code == 0 and users == {"hci", "hci-agent"}, table
         code, status = provider.container.exec_run(["cat", "/proc/1/status"])
-        caps = {line.split(":")[0]: line.split()[1] for line in status.decode().splitlines() if line.startswith("Cap")}
-        assert caps["CapEff"] == caps["CapPrm"] == caps["CapBnd"] == "0000000000000000", caps
+        caps = _caps(status.decode())
+        wanted = sum(1 << bit for bit, _why in CAPABILITIES.values())
+        # the server (PID 1 is tini, as hci) holds exactly the six capabilities of the uid switch, no more
+        assert int(caps["CapEff"], 16) == int(caps["CapAmb"], 16) == int(caps["CapBnd"], 16) == wanted, caps
         assert "NoNewPrivs:\t1" in status.decode()
+        code, table = provider.container.exec_run(["ps", "-eo", "pid=,user:20=,args="])
+        probe_pid = next(line.split()[0] for line in table.decode().splitlines()
+                         if line.split()[1] == "hci-agent" and "tk_probe.py" in line)
+        code, app = provider.container.exec_run(["cat", f"/proc/{probe_pid}/status"])
+        assert code == 0 and all(int(v, 16) == 0 for k, v in _caps(app.decode()).items() if k != "CapBnd"), app
+        assert "NoNewPrivs:\t1" in app.decode()
         attrs = provider.container.attrs["HostConfig"]
         assert attrs["Privileged"] is False and attrs["CapDrop"] == ["ALL"] and attrs["PidsLimit"] == 1024
+        assert sorted(attrs["CapAdd"]) == sorted(n.removeprefix("CAP_") for n in CAPABILITIES)
+        assert attrs["SecurityOpt"] == ["no-new-privileges"]
         health = provider.container.attrs["Config"]["Healthcheck"]["Test"]
         assert "/health" in " ".join(health)
         names = {c.name for c in docker_client.containers.list(filters={"health": "healthy"})}
@@ -180,6 +205,39 @@ def test_inside_the_container_nothing_runs_as_root_and_capabilities_are_dropped(
             time.sleep(0.5)
             names = {c.name for c in docker_client.containers.list(filters={"health": "healthy"})}
         assert provider.container.name in names, "docker never saw the container healthy"
+
+
+def test_the_agent_in_a_container_is_contained(docker_client):
+    """The attacks of test_containment.py, inside the image: the agent's bash is its only way in."""
+    with HciEnvClient.from_docker_image(EDITOR_IMAGE) as env:
+        env.reset()
+        state = env.state()
+        assert state.isolation == "uid"
+        provider = env.provider
+        with McpClient(state.mcp_url, token=state.agent_token) as mcp:
+            def bash(command: str) -> dict:
+                return mcp.call("bash", {"command": command, "persistent": True}).structured_content
+
+            assert bash("id -un")["stdout"].strip() == "hci-agent"
+            uid = int(bash("id -u")["stdout"])
+            assert uid >= 2000
+            environment = bash("env")["stdout"]
+            assert "HCI_ENVS" not in environment and provider.control_token not in environment
+            assert provider.agent_token not in environment
+            stolen = bash("cat /proc/1/environ; cat /proc/$PPID/environ; cat /proc/1/cmdline")
+            assert provider.control_token not in stolen["stdout"] and "Permission denied" in stolen["stderr"]
+            killed = bash("kill -9 1 $PPID")
+            assert killed["stderr"].count("Operation not permitted") == 2, killed
+            answers = bash("cat /opt/hci-envs/lib/python3*/site-packages/hci_envs/tasks/builtin.jsonl")
+            assert "checker" not in answers["stdout"] and "Permission denied" in answers["stderr"], answers
+            bash("setsid -f sleep 901; python3 -c 'import os, time\nif os.fork() == 0:\n    os.setsid()\n"
+                 "    time.sleep(902)\n' & sleep 0.3")
+            code, before = provider.container.exec_run(["pgrep", "-U", str(uid), "-f", "sleep.90[12]"])
+            assert len(before.split()) == 2, before
+        env.reset()
+        code, after = provider.container.exec_run(["pgrep", "-U", str(uid), "-f", "sleep.90[12]"])
+        assert code == 1 and after.strip() == b"", after
+        assert provider.alive()
 
 
 def test_exposed_without_tokens_is_refused_in_the_container(docker_client):
@@ -215,7 +273,7 @@ def test_image_derived_from_an_environments_traits(docker_client):
         with HciEnvClient.from_docker_image(tag) as env:
             env.reset()
             out = env.call_tool("bash", command="id -un; echo $HOME")
-            assert out.observation.data["stdout"].split()[0] == "hci"
+            assert out.observation.data["stdout"].split()[0] == "hci-agent"  # the agent's account
             assert env.call_tool("write_note", text="inside").observation.data == {"lines": 1}
             assert env.state().screen_width == 1024
     finally:

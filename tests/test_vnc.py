@@ -261,7 +261,7 @@ def test_native_wrong_secret_is_refused(vnc, case, tmp_path):
     assert out.returncode != 0 and "authentication failed" in (out.stderr + out.stdout)
 
 
-@pytest.mark.parametrize("path,code", [("default/WRONGSECRET", 4401), ("default", 404), ("nosuch/abcdefgh", 4404)])
+@pytest.mark.parametrize("path,code", [("default/WRONGSECRET", 4401), ("default", 404), ("nosuch/abcdefgh", 4401)])
 def test_browser_socket_refusals(vnc, path, code):
     from websockets.exceptions import InvalidStatus
     from websockets.sync.client import connect

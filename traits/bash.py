@@ -1,4 +1,4 @@
-"""BashAccess: shell commands in the session, as the session's user.
+"""BashAccess: shell commands in the session, as the session's agent account.
 
 ``bash`` runs one command (``bash -c``) in the session's home (or ``cwd``), with the desktop's environment
 (so GUI programs it starts appear on the desktop), a timeout, and stdout/stderr kept up to ``max_output``
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import select
 import signal
 import subprocess
@@ -98,6 +99,8 @@ class BashAccess(Trait):
     """Shell commands in the session."""
 
     system_packages = ("bash", "coreutils", "procps")
+    #: The agent may run programs of its choice (CodeAct's worker may exec too).
+    grants_programs = True
 
     @tool()
     def bash(
@@ -112,8 +115,10 @@ class BashAccess(Trait):
     ) -> ToolOutput:
         """Run a bash command in the session as its user; returns stdout, stderr and the exit code."""
         home = str(self.home)  # type: ignore[attr-defined]
-        directory = os.path.join(home, cwd) if cwd else home
-        if not os.path.isdir(directory):
+        directory = os.path.normpath(os.path.join(home, cwd)) if cwd else home
+        # Inside the home the server may look; elsewhere only the agent's own shell does (its `cd` below), so
+        # that the server's answer tells nothing about places the agent cannot see.
+        if (directory == home or directory.startswith(home + os.sep)) and not os.path.isdir(directory):
             raise InvalidActionError(f"bash.cwd: {directory!r} is not a directory", field="cwd")
         desktop = self.desktop  # type: ignore[attr-defined]
         stdout, stderr = _Buffer(max_output), _Buffer(max_output)
@@ -122,8 +127,9 @@ class BashAccess(Trait):
         if persistent:
             return self._in_shell(desktop, command, directory if cwd else None, stdout, stderr, deadline, runaway,
                                   timeout)
-        proc = desktop.processes.spawn("bash-command", ["bash", "-c", command], env=desktop.app_env(),
-                                       cwd=directory, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        script = command if directory == home else f"cd -- {shlex.quote(directory)} || exit 1\n{command}"
+        proc = desktop.spawn_agent("bash-command", ["bash", "-c", script], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)
         try:
             stopped = _drain(proc, {proc.stdout.fileno(): stdout, proc.stderr.fileno(): stderr}, deadline,
                              runaway, lambda: proc.poll() is not None)
@@ -143,13 +149,12 @@ class BashAccess(Trait):
         with slot["lock"]:
             proc = slot["proc"]
             if proc is None or proc.poll() is not None:
-                proc = slot["proc"] = desktop.processes.spawn(
-                    "bash-shell", ["bash", "--noprofile", "--norc"], env=desktop.app_env(),
-                    cwd=str(self.home), stdin=subprocess.PIPE, stdout=subprocess.PIPE,  # type: ignore[attr-defined]
+                proc = slot["proc"] = desktop.spawn_agent(
+                    "bash-shell", ["bash", "--noprofile", "--norc"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                 )
             marker = f"__hci_envs_{secrets.token_hex(8)}__".encode()
-            cd = f"cd '{cwd}' && " if cwd else ""
+            cd = f"cd -- {shlex.quote(cwd)} && " if cwd else ""
             proc.stdin.write(cd.encode() + command.encode() + b" </dev/null\n"
                              + b"printf '\\n%s %s\\n' " + marker + b" \"$?\"\nprintf '%s\\n' " + marker + b" >&2\n")
             proc.stdin.flush()

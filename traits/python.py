@@ -1,7 +1,7 @@
 """PythonAccess: a persistent Python interpreter per session.
 
 ``python`` runs code in an interpreter that lives for the episode: variables, imports and functions persist
-between calls. It runs as the session's user with the desktop's environment, returns what the code printed,
+between calls. It runs as the session's agent account with the desktop's environment, returns what the code printed,
 its stderr and the exception if one was raised, and interrupts code that runs past its timeout (restarting
 the interpreter if the code will not stop). A reset gives a fresh interpreter.
 """
@@ -21,7 +21,9 @@ class PythonAccess(Trait):
     """A persistent Python interpreter in the session."""
 
     system_packages = ("python3",)
-    #: The interpreter to run (None: the one running the server). Images set "python3".
+    #: The agent may run programs of its choice (CodeAct's worker may exec too).
+    grants_programs = True
+    #: The interpreter to run (None: the system's python3 on the agent's PATH, never the server's own).
     python_executable: ClassVar[str | None] = None
 
     def _interpreter(self) -> Interpreter:
@@ -30,7 +32,7 @@ class PythonAccess(Trait):
             desktop: Any = self.desktop  # type: ignore[attr-defined]
             interpreter = Interpreter(
                 env=desktop.app_env(), cwd=str(self.home), python=self.python_executable,  # type: ignore[attr-defined]
-                spawn=lambda name, argv, **kw: desktop.processes.spawn(name, argv, **kw),
+                spawn=desktop.spawn_agent,
             )
             self.__dict__["_python_interpreter"] = interpreter
         return interpreter

@@ -3,6 +3,12 @@
     with Desktop(DesktopConfig(width=1280, height=800, apps=[AppSpec(["xterm"])])) as desktop:
         image = desktop.screen.capture(fmt="jpeg")
         desktop.input.click(1, at=(100, 100))
+
+Two sides: the server's (Xvfb, x11vnc, the X connections that capture and inject; files in a runtime
+directory only the server can open) and the agent's (the window manager, the apps and everything started
+for the agent, as the desktop's agent account when it has one; a private runtime directory with the
+display's cookie). The window manager is on the agent's side because it can launch programs (menus, key
+bindings).
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from pathlib import Path
 
 from ..errors import ConfigError, DesktopDiedError, DisplayStartError, MissingDependencyError
 from . import xauth
+from ..accounts import AGENT_PATH, AgentAccount
 from .events import DesktopEvents
 from .processes import ProcessSupervisor
 from .screen import Screen
@@ -100,11 +107,22 @@ class DesktopHealth:
     apps: dict[str, bool] = field(default_factory=dict)
 
 
-class Desktop:
-    """One running virtual desktop. ``start()`` brings it up, ``close()`` tears every process of it down."""
+#: Variables of the server's own environment that the agent side may inherit (locale and time zone); every
+#: other one (secrets, the server's PATH and virtual environment) stays with the server.
+_INHERITED = ("LANG", "LANGUAGE", "TZ")
 
-    def __init__(self, config: DesktopConfig | None = None) -> None:
+
+class Desktop:
+    """One running virtual desktop. ``start()`` brings it up, ``close()`` tears every process of it down.
+
+    With ``account``, the agent's side runs as that account, and every process of the account ends when the
+    desktop closes or its session restarts."""
+
+    def __init__(self, config: DesktopConfig | None = None, *, account: AgentAccount | None = None,
+                 max_processes: int = 0) -> None:
         self.config = config or DesktopConfig()
+        self.account = account
+        self.max_processes = max_processes
         self.processes = ProcessSupervisor()
         self.display_number: int | None = None
         self.screen: Screen
@@ -114,9 +132,15 @@ class Desktop:
         self._wm: subprocess.Popen[bytes] | None = None
         self._apps: list[tuple[AppSpec, subprocess.Popen[bytes]]] = []
         self._runtime = Path(tempfile.mkdtemp(prefix="hci-envs-desktop-"))
+        # the agent's runtime directory (XDG_RUNTIME_DIR, TMPDIR, its copy of the cookie), private to it
+        if account is not None:
+            self.agent_runtime = account.private_dir("hci-envs-agent-")
+        else:
+            self.agent_runtime = self._runtime / "agent"
+            self.agent_runtime.mkdir(mode=0o700)
         self._vnc: subprocess.Popen[bytes] | None = None
         self._vnc_lock = threading.Lock()
-        self._client_auth = self._runtime / "Xauthority"
+        self._client_auth = self.agent_runtime / "Xauthority"
         self._started = False
         self._closed = False
 
@@ -131,23 +155,47 @@ class Desktop:
     def size(self) -> tuple[int, int]:
         return self.config.width, self.config.height
 
+    @property
+    def home(self) -> str:
+        return self.config.home or str(self.agent_runtime)
+
     def app_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        """The environment apps run in: this display, its cookie, a UTF-8 locale and the declared variables."""
-        env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "XAUTHORITY", "WAYLAND_DISPLAY")}
+        """The environment of the agent's side, built from nothing: the display and its cookie, the home, the
+        private runtime and temporary directory, the system PATH, a UTF-8 locale and the declared variables.
+        Nothing of the server's own environment (its secrets above all) but locale and time zone."""
+        env = {k: os.environ[k] for k in _INHERITED if k in os.environ}
         env.setdefault("LANG", "C.UTF-8")
-        env.update(
-            {
-                "DISPLAY": self.display,
-                "XAUTHORITY": str(self._client_auth),
-                "NO_AT_BRIDGE": "1",
-            }
-        )
-        if self.config.home:
-            env["HOME"] = self.config.home
+        user = self.account.name if self.account is not None else _user_name()
+        tmp = self.agent_runtime / "tmp"
+        env.update({
+            "PATH": AGENT_PATH,
+            "HOME": self.home,
+            "USER": user,
+            "LOGNAME": user,
+            "SHELL": "/bin/bash",
+            "DISPLAY": self.display,
+            "XAUTHORITY": str(self._client_auth),
+            "XDG_RUNTIME_DIR": str(self.agent_runtime),
+            "TMPDIR": str(tmp),
+            "NO_AT_BRIDGE": "1",
+        })
         env.update(self.config.env)
         if extra:
             env.update(extra)
         return env
+
+    def server_env(self) -> dict[str, str]:
+        """The environment of the server's helpers on this display (x11vnc): the server's cookie file."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HCI_ENVS_")}
+        env.update({"DISPLAY": self.display, "XAUTHORITY": xauth.PROCESS_AUTHORITY.path()})
+        return env
+
+    def spawn_agent(self, name: str, argv: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
+        """Start a process on the agent's side of this desktop (as its account, if it has one)."""
+        kwargs.setdefault("env", self.app_env())
+        kwargs.setdefault("cwd", self.home)
+        return self.processes.spawn(name, argv, account=self.account,  # type: ignore[arg-type]
+                                    max_processes=self.max_processes, **kwargs)
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def __enter__(self) -> Desktop:
@@ -162,6 +210,7 @@ class Desktop:
             return self
         self._started = True
         try:
+            self._make_agent_tmp()
             self._start_display()
             # The window manager starts while we open our connections; we wait for it afterwards.
             wm_ready = self._spawn_window_manager() if self.config.window_manager else None
@@ -209,22 +258,30 @@ class Desktop:
         self.display_number = number
         xauth.PROCESS_AUTHORITY.add(number, cookie)
         xauth.write_client_file(self._client_auth, number, cookie)
+        if self.account is not None:
+            os.chown(self._client_auth, self.account.uid, self.account.gid)
+
+    def _make_agent_tmp(self) -> None:
+        tmp = self.agent_runtime / "tmp"
+        tmp.mkdir(mode=0o700, exist_ok=True)
+        if self.account is not None:
+            os.chown(tmp, self.account.uid, self.account.gid)
 
     def _spawn_window_manager(self) -> Path:
         name = self.config.window_manager or ""
         argv = [_which(name)] if " " not in name else shlex.split(name)
-        ready_file = self._runtime / "wm-ready"
+        # in the agent's runtime directory: the window manager runs as the agent and touches it when ready
+        ready_file = self.agent_runtime / "wm-ready"
         if Path(argv[0]).name == "openbox":
             # openbox runs --startup once it has finished starting; until then it can hold up new clients
             # for seconds, so the property check below is not enough on its own.
             argv += ["--startup", f"touch {shlex.quote(str(ready_file))}"]
         else:
             ready_file.touch()
+        ready_file.unlink(missing_ok=True)
         log_path = self._runtime / "wm.log"
         with open(log_path, "wb") as log_file:
-            self._wm = self.processes.spawn(
-                "window-manager", argv, env=self.app_env(), stdout=log_file.fileno(), stderr=log_file.fileno()
-            )
+            self._wm = self.spawn_agent("window-manager", argv, stdout=log_file.fileno(), stderr=log_file.fileno())
         return ready_file
 
     def _wait_window_manager(self, ready_file: Path) -> None:
@@ -251,10 +308,8 @@ class Desktop:
         maps_before = self.events.map_count()
         log_path = self._runtime / f"app-{len(self._apps)}-{app.label}.log"
         with open(log_path, "wb") as log_file:
-            proc = self.processes.spawn(
-                app.label, [program, *argv[1:]], env=self.app_env(app.env), cwd=self.config.home,
-                stdout=log_file.fileno(), stderr=log_file.fileno(),
-            )
+            proc = self.spawn_agent(app.label, [program, *argv[1:]], env=self.app_env(app.env),
+                                    stdout=log_file.fileno(), stderr=log_file.fileno())
         self._apps.append((app, proc))
         if app.wait_for_window:
             deadline = time.monotonic() + app.timeout
@@ -283,10 +338,13 @@ class Desktop:
                 # latency over load: no naps, short polls and no deferred updates while people type
                 "-nonap", "-wait", "5", "-defer", "5", "-wait_ui", "2.0", "-setdefer", "-1", "-nowait_bog",
                 "-noxrecord", "-ncache", "0",
+                # the agent can set properties on its display: x11vnc must take no orders that way, and
+                # run no programs
+                "-noremote", "-nocmds",
             ]
             log_path = self._runtime / "x11vnc.log"
             with open(log_path, "wb") as log_file:
-                self._vnc = self.processes.spawn("x11vnc", argv, env=self.app_env(),
+                self._vnc = self.processes.spawn("x11vnc", argv, env=self.server_env(),
                                                  stdout=log_file.fileno(), stderr=log_file.fileno())
             deadline = time.monotonic() + timeout
             while not path.exists():
@@ -308,15 +366,40 @@ class Desktop:
             self.processes.stop(proc)
         self._apps.clear()
 
+    def end_agent_side(self) -> None:
+        """End every process of the agent's side: with an account, every process of its uid (whatever it
+        did to its process group); without one, the apps and the process groups this desktop started for
+        the agent."""
+        if self.account is None:
+            self.stop_apps()
+            return
+        self.account.kill_all()
+        for _spec, proc in self._apps:
+            proc.poll()  # reap
+        self._apps.clear()
+        for _name, proc in self.processes.processes():
+            if proc.poll() is not None:
+                self.processes.stop(proc, timeout=0.1)  # forget and reap
+        self.account.sweep_files(keep=(self.agent_runtime, Path(self.home)))
+        # the private temporary directory starts empty too
+        tmp = self.agent_runtime / "tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        self._make_agent_tmp()
+
     def restart_session(self, config: DesktopConfig) -> None:
-        """A warm reset: stop the apps, put input and clipboard back to neutral, relaunch the apps of
-        ``config`` and wait for the screen to settle. The display and window manager stay up."""
-        self.stop_apps()
+        """A warm reset: end the agent's side, put input, clipboard and access control back to neutral,
+        relaunch the window manager (with an account, it ended with the rest) and the apps of ``config``,
+        and wait for the screen to settle. The display stays up."""
+        self.end_agent_side()
         self.config = config
         self.input.release_all()
         self.input.keyboard.restore()
+        self.input.restore_access_control()
         self.input.move(0, 0)
         self.events.clear_clipboard()
+        if self.config.window_manager and (self._wm is None or self._wm.poll() is not None):
+            # before the apps: a window manager still starting can hold up their windows for seconds
+            self._wait_window_manager(self._spawn_window_manager())
         for app in config.apps:
             self.launch(app)
         self._focus_newest()
@@ -356,6 +439,8 @@ class Desktop:
             return "Xvfb exited"
         if not self.events.alive:
             return "the X connection was lost"
+        if self._wm is not None and self._wm.poll() is not None:
+            return "the window manager exited"
         for spec, proc in self._apps:
             if spec.required and proc.poll() is not None:
                 return f"app {spec.label!r} exited with status {proc.returncode}"
@@ -385,10 +470,23 @@ class Desktop:
                     obj.close()
                 except Exception:  # the display may already be gone
                     log.debug("closing %s failed", part, exc_info=True)
+        if self.account is not None:
+            self.account.kill_all()
         self.processes.close()
         if self.display_number is not None:
             xauth.PROCESS_AUTHORITY.remove(self.display_number)
+        if self.account is not None:
+            shutil.rmtree(self.agent_runtime, ignore_errors=True)
         shutil.rmtree(self._runtime, ignore_errors=True)
+
+
+def _user_name() -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())
 
 
 def _read_display_number(fd: int, proc: subprocess.Popen[bytes], timeout: float) -> int | None:

@@ -1,8 +1,10 @@
 """Starting and stopping the processes of a desktop, leaving no orphans.
 
 Every process starts in its own process group (its own session), so that terminating the group also takes
-the children it forked. One watchdog process per Python process (see :mod:`.watchdog`) knows every live group
-and kills them all if this process dies without cleaning up, even under SIGKILL.
+the children it forked. Processes on the agent's side run as the session's agent account
+(:mod:`hci_envs.accounts`); ending the session ends every process of that uid, including daemons that left their
+group. One watchdog process per Python process (see :mod:`.watchdog`) knows every live group and leased
+account and kills them all if this process dies without cleaning up, even under SIGKILL.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..accounts import AgentAccount
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +65,18 @@ class _Watchdog:
         self._send(f"+{pgid}")
 
     def release(self, pgid: int) -> None:
+        self._send_if_running(f"-{pgid}")
+
+    def guard_account(self, account: AgentAccount, lock_file: Path) -> None:
+        self._send(f"+u {account.uid} {account.gid} {lock_file}")
+
+    def release_account(self, account: AgentAccount) -> None:
+        self._send_if_running(f"-u {account.uid}")
+
+    def _send_if_running(self, line: str) -> None:
         if self._proc is not None and self._pid == os.getpid():
             try:
-                self._send(f"-{pgid}")
+                self._send(line)
             except OSError:
                 pass
 
@@ -109,6 +124,32 @@ def stop_group(proc: subprocess.Popen[bytes], timeout: float = 3.0) -> None:
     WATCHDOG.release(pgid)
 
 
+def _ambient_capabilities() -> int:
+    """This process's ambient capabilities (a non-root server of an image holds the uid switch this way)."""
+    global _AMBIENT
+    if _AMBIENT is None:
+        _AMBIENT = 0
+        try:
+            with open("/proc/self/status", encoding="ascii") as f:
+                for line in f:
+                    if line.startswith("CapAmb:"):
+                        _AMBIENT = int(line.split()[1], 16)
+        except OSError:
+            pass
+    return _AMBIENT
+
+
+_AMBIENT: int | None = None
+
+
+def _drop_capabilities(argv: Sequence[str]) -> list[str]:
+    """The server's own helpers (Xvfb, x11vnc) need none of its capabilities: they would otherwise inherit
+    them as ambient capabilities."""
+    from ..accounts import _program
+
+    return [_program("setpriv"), "--inh-caps=-all", "--ambient-caps=-all", "--", *argv]
+
+
 class ProcessSupervisor:
     """The processes one desktop started, in start order; ``close()`` stops them newest first."""
 
@@ -127,8 +168,15 @@ class ProcessSupervisor:
         stdin: int | None = subprocess.DEVNULL,
         stdout: int | None = subprocess.DEVNULL,
         stderr: int | None = subprocess.DEVNULL,
-        user: int | None = None,
+        account: AgentAccount | None = None,
+        max_processes: int = 0,
     ) -> subprocess.Popen[bytes]:
+        """Start ``argv`` in a new process group; as ``account`` when given (with a private umask), else as
+        this process's user without its capabilities."""
+        if account is not None:
+            argv = account.command(argv, max_processes=max_processes)
+        elif _ambient_capabilities():
+            argv = _drop_capabilities(argv)
         proc = subprocess.Popen(
             list(argv),
             env=dict(env) if env is not None else None,
@@ -139,7 +187,7 @@ class ProcessSupervisor:
             stderr=stderr,
             start_new_session=True,
             close_fds=True,
-            user=user,
+            umask=0o077 if account is not None else -1,
         )
         WATCHDOG.guard(proc.pid)
         with self._lock:

@@ -8,8 +8,10 @@ display's cookie, so a shell in one session cannot reach another session's scree
 
 from __future__ import annotations
 
+import atexit
 import os
 import secrets
+import shutil
 import socket
 import struct
 import tempfile
@@ -70,7 +72,17 @@ class ProcessAuthority:
             directory = Path(tempfile.mkdtemp(prefix="hci-envs-xauth-"))
             self._path = directory / "Xauthority"
             os.environ["XAUTHORITY"] = str(self._path)
+            atexit.register(self._remove, os.getpid())
         return self._path
+
+    def path(self) -> str:
+        with self._lock:
+            return str(self._file())
+
+    def _remove(self, owner: int) -> None:
+        """At exit, the file and its folder go too (only in the process that made them, not a fork)."""
+        if self._path is not None and os.getpid() == owner:
+            shutil.rmtree(self._path.parent, ignore_errors=True)
 
     def add(self, display_number: int, cookie: bytes) -> None:
         with self._lock:

@@ -307,6 +307,18 @@ class Input:
         self.sync()
 
     # -- lifecycle ---------------------------------------------------------------------------------------
+    def restore_access_control(self) -> None:
+        """Put the display's access control back to "cookie holders only": an agent holding the cookie can
+        open its display to other local users (``xhost +``), which must not outlast the episode."""
+
+        def restore() -> None:
+            for host in self._d.list_hosts().hosts:
+                self._d.change_hosts(X.HostDelete, host.family, host.name)
+            self._d.set_access_control(X.EnableAccess)
+            self._d.sync()
+
+        self._guard(restore)
+
     def release_all(self) -> None:
         """Release every key and button still held (by key_down, mouse_down or an interrupted action)."""
         with self.lock:

@@ -6,8 +6,11 @@
     provider.stop()                      # the container is gone
 
 Secure by default: random control and agent tokens are passed in the environment (the server inside binds
-0.0.0.0 and refuses to start without them), all capabilities are dropped, no-new-privileges is set, the
-container is never privileged, and memory, CPU and process limits apply. The container is removed on
+0.0.0.0 and refuses to start without them), every capability is dropped but the six the server needs to run
+each session's agent side as an account of its own (``hci_envs.accounts.CAPABILITIES``: SETUID, SETGID, KILL,
+CHOWN, DAC_OVERRIDE, FOWNER; the image's entrypoint hands them to the non-root server as ambient capabilities
+and no process stays root), no-new-privileges is set, the container is never privileged, and memory, CPU
+and process limits apply. The container is removed on
 ``stop()``, on a failed start, and at interpreter exit; containers of a process that died without cleaning
 up (SIGKILL) are removed by the next provider started on the same machine.
 """
@@ -15,11 +18,12 @@ up (SIGKILL) are removed by the next provider started on the same machine.
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 from typing import Any
 
+from ..accounts import CAPABILITIES
 from ..errors import ProviderError, require
-from ..server.config import new_token
 from .base import Provider, redact
 
 LABEL = "hci-envs.provider"
@@ -82,8 +86,8 @@ class DockerProvider(Provider):
         **run_kwargs: Any,
     ) -> None:
         self.image = image
-        self.control_token = control_token or new_token()
-        self.agent_token = agent_token or new_token()
+        self.control_token = control_token or secrets.token_urlsafe(24)
+        self.agent_token = agent_token or secrets.token_urlsafe(24)
         self.env_vars = {"HCI_ENVS_CONTROL_TOKEN": self.control_token, "HCI_ENVS_AGENT_TOKEN": self.agent_token,
                          **(env_vars or {})}
         self.limits = {"mem_limit": mem_limit, "nano_cpus": int(cpus * 1e9), "pids_limit": pids_limit,
@@ -130,7 +134,8 @@ class DockerProvider(Provider):
                     self.image, command=self.command, name=self.name,
                     ports={"8000/tcp": (self.host, self.port)}, environment=env_vars,
                     labels={LABEL: "docker", OWNER: _owner()},
-                    cap_drop=["ALL"], security_opt=["no-new-privileges"], privileged=False,
+                    cap_drop=["ALL"], cap_add=[name.removeprefix("CAP_") for name in CAPABILITIES],
+                    security_opt=["no-new-privileges"], privileged=False,
                     tmpfs=self.tmpfs, **self.limits, **self.run_kwargs,
                 )
                 self.container.start()

@@ -25,9 +25,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import __version__
 from ..errors import AuthError, ConfigError, HciEnvsError, SessionNotFoundError
-from .config import ServerConfig, is_loopback
+from ..accounts import IsolationStatus, agent_uids, resolve_isolation
 from ..env import BASE_TOOLS, CODE_TOOL
-from .mcp_bridge import SCOPE_KEY, build_mcp_server, env_from_context
+from .config import ServerConfig
+from .guards import HostGuard, PeerGuard
+from .mcp_bridge import SCOPE_KEY, build_mcp_server, session_from_context
 from .sessions import Session, SessionManager
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,8 @@ HTTP_STATUS = {
     "DESKTOP_DIED": 503,
     "DISPLAY_START_FAILED": 503,
     "MISSING_DEPENDENCY": 500,
+    "TOO_MANY_CALLS": 429,
+    "SNAPSHOT_ERROR": 400,
 }
 
 
@@ -63,35 +67,6 @@ def bearer(headers: Any) -> str | None:
     if value and value.lower().startswith("bearer "):
         return value[7:].strip()
     return None
-
-
-class HostGuard:
-    """Refuses requests whose Host or Origin is not loopback while the server runs without secrets on
-    loopback: otherwise any web page could reach the desktop through DNS rebinding."""
-
-    def __init__(self, app: ASGIApp, enabled: bool) -> None:
-        self.app = app
-        self.enabled = enabled
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.enabled and scope["type"] in ("http", "websocket"):
-            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
-            host = headers.get("host", "").rsplit(":", 1)[0] if not headers.get("host", "").startswith("[") \
-                else headers.get("host", "").split("]")[0] + "]"
-            origin = headers.get("origin")
-            bad_origin = origin is not None and origin != "null" and not is_loopback(
-                origin.split("//", 1)[-1].rsplit(":", 1)[0].strip("[]")
-            )
-            if (host and not is_loopback(host.strip("[]"))) or bad_origin:
-                if scope["type"] == "http":
-                    await JSONResponse(
-                        {"detail": "request refused: this server answers only loopback hosts and origins"},
-                        status_code=403,
-                    )(scope, receive, send)
-                else:
-                    await send({"type": "websocket.close", "code": 1008})
-                return
-        await self.app(scope, receive, send)
 
 
 class McpEndpoint:
@@ -177,7 +152,16 @@ class HciServer:
     def __init__(self, config: ServerConfig) -> None:
         if config.env_class is None:
             raise ConfigError("ServerConfig.env_class is required")
-        config.check_exposure()
+        #: Whether each session's agent side runs as an account of its own; said at start-up and in
+        #: /metadata and every session's state.
+        self.isolation: IsolationStatus = resolve_isolation(config.isolation)  # type: ignore[arg-type]
+        config.check_exposure(self.isolation.mode)
+        if self.isolation.mode == "uid" and config.max_sessions > self.isolation.accounts:
+            raise ConfigError(
+                f"max_sessions {config.max_sessions} exceeds the {self.isolation.accounts} agent accounts of this "
+                "machine (one per live session); create more as root with `python3 -m hci_envs install "
+                f"--agent-accounts {config.max_sessions}`, or lower --max-sessions")
+        self.agent_uids = agent_uids() if self.isolation.mode == "uid" else frozenset()
         self.config = config
         self.startup_hooks: list[Callable[[], Awaitable[None]]] = []
         self.shutdown_hooks: list[Callable[[], object]] = []
@@ -192,6 +176,8 @@ class HciServer:
             default_agent_token=config.agent_token,
             setup=self.setup_session,
             default_mode=config.action_mode,
+            concurrency=config.session_concurrency,
+            max_queued=config.max_queued_calls,
         )
         specs = env_class.tool_specs()
         name = getattr(env_class, "__name__", "hci-envs")
@@ -199,17 +185,19 @@ class HciServer:
         # Two faces of one registry: every tool one call at a time, or CodeAct (code in which every tool is a
         # function) with the discovery tools.
         self.mcp = build_mcp_server(
-            {n: s for n, s in specs.items() if n != CODE_TOOL}, env_from_context,
+            {n: s for n, s in specs.items() if n != CODE_TOOL}, session_from_context,
             name=name, instructions=instructions, version=__version__,
         )
         self.mcp_code = build_mcp_server(
-            {n: s for n, s in specs.items() if n in BASE_TOOLS}, env_from_context,
+            {n: s for n, s in specs.items() if n in BASE_TOOLS}, session_from_context,
             name=f"{name} (CodeAct)", instructions=instructions, version=__version__,
         )
         self.mcp_servers = {"tools": self.mcp, "code": self.mcp_code}
 
     def _make_env(self) -> Any:
-        return self.config.env_class(mode=self.config.mode, **self.config.env_kwargs)  # type: ignore[misc]
+        kwargs = {"isolation": self.isolation, "max_agent_processes": self.config.max_agent_processes,
+                  **self.config.env_kwargs}
+        return self.config.env_class(mode=self.config.mode, **kwargs)  # type: ignore[misc]
 
     def mcp_url(self, session: Session, flavor: str | None = None) -> str:
         """The session's MCP endpoint; ``flavor`` "tools" or "code" (default: the session's mode)."""
@@ -236,11 +224,14 @@ class HciApp:
     """The ASGI entry point: MCP requests go straight to the MCP endpoint (they are the hot path and need
     none of FastAPI's machinery); everything else, including the lifespan, goes to the FastAPI app."""
 
-    def __init__(self, api: FastAPI, server: HciServer, mcp_endpoint: McpEndpoint, guard: bool) -> None:
+    def __init__(self, api: FastAPI, server: HciServer, mcp_endpoint: McpEndpoint) -> None:
         self.api = api
         self.hci = server
-        self._mcp = HostGuard(mcp_endpoint, guard)
-        self._rest = HostGuard(api, guard)
+        config = server.config
+        host_checks = {"check_origin": config.guards_origin, "check_host": config.guards_origin and not config.exposed}
+        uids = server.agent_uids
+        self._mcp = PeerGuard(HostGuard(mcp_endpoint, **host_checks), lambda: uids)
+        self._rest = PeerGuard(HostGuard(api, **host_checks), lambda: uids)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -336,5 +327,4 @@ def create_app(config: ServerConfig) -> HciApp:
     if config.vnc:
         install_vnc(app, server)
     install_recording(app, server)
-    guard = not config.exposed and not config.control_token and not config.agent_tokens
-    return HciApp(app, server, mcp_endpoint, guard)
+    return HciApp(app, server, mcp_endpoint)

@@ -65,6 +65,20 @@ class ServerConfig:
     #: Serve a non-loopback address without secrets anyway (HCI_ENVS_ALLOW_NO_TOKENS=1): only on a network
     #: you trust, e.g. for clients that cannot send a token.
     allow_no_tokens: bool = False
+    #: Agent containment: "uid" (each session's agent side runs as an account of its own; required),
+    #: "none" (as the server's user), "auto" (uid where the machine allows it).
+    isolation: str = "auto"
+    #: Serve a non-loopback address although agents cannot be isolated (HCI_ENVS_ALLOW_NO_ISOLATION=1).
+    allow_no_isolation: bool = False
+    #: Processes an agent account may run at once (RLIMIT_NPROC, counted per uid); 0 for no limit (containers
+    #: bound processes with their cgroup instead).
+    max_agent_processes: int = 0
+    #: Tool calls one session runs at once; more wait their turn without holding a server thread.
+    session_concurrency: int = 4
+    #: Calls one session may have waiting; beyond it a call is refused (HTTP 429, an MCP tool error).
+    max_queued_calls: int = 256
+    #: Seconds a client has to send a request's headers (after connecting or after the previous response).
+    header_timeout: float = 10.0
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1:
@@ -73,6 +87,10 @@ class ServerConfig:
             raise ConfigError("idle_timeout must be positive")
         if self.agent_token:
             self.agent_tokens = True
+        if self.session_concurrency < 1 or self.max_queued_calls < 1:
+            raise ConfigError("session_concurrency and max_queued_calls must be at least 1")
+        if self.isolation not in ("auto", "uid", "none"):
+            raise ConfigError(f"isolation must be 'auto', 'uid' or 'none', not {self.isolation!r}")
 
     @classmethod
     def from_env(cls, **overrides: Any) -> ServerConfig:
@@ -86,6 +104,17 @@ class ServerConfig:
             values["lazy_default_session"] = True
         if os.environ.get("HCI_ENVS_ALLOW_NO_TOKENS") == "1":
             values["allow_no_tokens"] = True
+        if os.environ.get("HCI_ENVS_ALLOW_NO_ISOLATION") == "1":
+            values["allow_no_isolation"] = True
+        if os.environ.get("HCI_ENVS_ISOLATION"):
+            values["isolation"] = os.environ["HCI_ENVS_ISOLATION"]
+        try:
+            if os.environ.get("HCI_ENVS_HEADER_TIMEOUT"):
+                values["header_timeout"] = float(os.environ["HCI_ENVS_HEADER_TIMEOUT"])
+        except ValueError:
+            raise ConfigError("HCI_ENVS_HEADER_TIMEOUT must be a number of seconds") from None
+        if os.environ.get("HCI_ENVS_MAX_AGENT_PROCESSES", "").isdigit():
+            values["max_agent_processes"] = int(os.environ["HCI_ENVS_MAX_AGENT_PROCESSES"])
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
@@ -93,10 +122,23 @@ class ServerConfig:
     def exposed(self) -> bool:
         return not is_loopback(self.host)
 
-    def check_exposure(self) -> None:
-        """Refuse to serve on a non-loopback address without secrets (raises ConfigError)."""
+    @property
+    def guards_origin(self) -> bool:
+        """Whether web pages' Origin is checked: unless both a control token and agent tokens are set."""
+        return not (self.control_token and self.agent_tokens)
+
+    def check_exposure(self, isolation: str = "uid") -> None:
+        """Refuse to serve on a non-loopback address without secrets, or without agent isolation (raises
+        ConfigError)."""
         if not self.exposed:
             return
+        if isolation != "uid" and not self.allow_no_isolation:
+            raise ConfigError(
+                f"refusing to listen on {self.host}, which is not a loopback address, without agent isolation "
+                "(agents would run as the server's own user and could read its secrets). Run the server as root "
+                "on a machine set up with `python3 -m hci_envs install`, use the images, bind to 127.0.0.1, or "
+                "set HCI_ENVS_ALLOW_NO_ISOLATION=1 if every agent is trusted."
+            )
         if self.allow_no_tokens:
             import sys
 

@@ -22,11 +22,14 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from ..actions import ACTION_MODELS
 from ..protocol import EnvState, Observation
-from ..errors import AuthError, HciEnvsError, InvalidActionError
+from ..errors import ActionTimeoutError, AuthError, HciEnvsError, InvalidActionError
 from .app import HciServer, bearer
 from .sessions import Session
 
 log = logging.getLogger(__name__)
+
+#: Seconds past a step's ``timeout_s`` before the server answers without it (its final screenshot).
+STEP_TIMEOUT_GRACE = 2.0
 
 
 class ResetRequest(BaseModel):
@@ -98,7 +101,7 @@ def install_control_plane(app: FastAPI, server: HciServer) -> None:
     guard = [Depends(require_control)]
 
     async def run(session: Session, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+        return await session.run_sync(fn, *args, **kwargs)
 
     def session_for(session_id: str | None) -> Session:
         return server.sessions.get(session_id) if session_id else server.sessions.default()
@@ -120,6 +123,7 @@ def install_control_plane(app: FastAPI, server: HciServer) -> None:
             "mode": config.mode,
             "max_sessions": config.max_sessions,
             "supports_concurrent_sessions": True,
+            "isolation": server.isolation.to_dict(),
         }
 
     @app.get("/schema")
@@ -141,8 +145,16 @@ def install_control_plane(app: FastAPI, server: HciServer) -> None:
 
     async def do_step(session: Session, request: StepRequest) -> dict[str, Any]:
         await session.ensure_started()
-        obs = await run(session, session.env.step, request.action)
-        return serialize_observation(obs)
+        if request.timeout_s is None:
+            obs = await run(session, session.env.step, request.action)
+            return serialize_observation(obs)
+        # The step itself keeps to the deadline (waits and commands are cut short); the grace covers a
+        # screenshot after it. Past that, the caller gets its answer anyway.
+        with anyio.move_on_after(request.timeout_s + STEP_TIMEOUT_GRACE):
+            obs = await run(session, session.env.step, request.action, timeout_s=request.timeout_s)
+            return serialize_observation(obs)
+        raise ActionTimeoutError(f"the step did not finish within timeout_s={request.timeout_s:g}",
+                                 timeout_s=request.timeout_s)
 
     # OpenEnv's mode contract: in production the model's only way in is MCP, and the simulation routes
     # (/reset, /step, /state) do not exist.
@@ -202,13 +214,13 @@ def install_control_plane(app: FastAPI, server: HciServer) -> None:
         ) -> dict[str, Any]:
             return await do_reset(session_for(session_id), request)
 
-    @app.post("/sessions/{session_id}/step", dependencies=guard)
-    async def session_step(session_id: str, request: StepRequest) -> dict[str, Any]:
-        return await do_step(session_for(session_id), request)
+        @app.post("/sessions/{session_id}/step", dependencies=guard)
+        async def session_step(session_id: str, request: StepRequest) -> dict[str, Any]:
+            return await do_step(session_for(session_id), request)
 
-    @app.get("/sessions/{session_id}/state", dependencies=guard)
-    async def session_state(session_id: str) -> dict[str, Any]:
-        return session_for(session_id).env.state.model_dump()
+        @app.get("/sessions/{session_id}/state", dependencies=guard)
+        async def session_state(session_id: str) -> dict[str, Any]:
+            return session_for(session_id).env.state.model_dump()
 
     # -- WebSocket ------------------------------------------------------------------------------------
     @app.websocket("/ws")

@@ -59,13 +59,14 @@ def _error(exc: HciEnvsError) -> Any:
 
 def build_mcp_server(
     specs: dict[str, ToolSpec],
-    get_env: Callable[[Any], Any],
+    get_session: Callable[[Any], Any],
     *,
     name: str = "hci-envs",
     instructions: str | None = None,
     version: str = "",
 ) -> Any:
-    """An ``MCPServer`` with one tool per spec; ``get_env(ctx)`` finds the environment of a request."""
+    """An ``MCPServer`` with one tool per spec; ``get_session(ctx)`` finds the session of a request, whose
+    ``run_sync`` runs the call under the session's own limiter."""
     from mcp.server import MCPServer
     from mcp.server.mcpserver import Context
     from mcp.server.mcpserver.tools import Tool
@@ -74,7 +75,7 @@ def build_mcp_server(
 
     tools = []
     for spec in specs.values():
-        fn = _wrapper(spec, get_env, Context, CallToolResult)
+        fn = _wrapper(spec, get_session, Context, CallToolResult)
         annotations = ToolAnnotations(
             read_only_hint=spec.read_only,
             destructive_hint=False if spec.read_only else None,
@@ -98,11 +99,11 @@ def build_mcp_server(
     return server
 
 
-def _wrapper(spec: ToolSpec, get_env: Callable[[Any], Any], context_type: type, result_type: type) -> Any:
-    def call(ctx: Any, **arguments: Any) -> Any:
+def _wrapper(spec: ToolSpec, get_session: Callable[[Any], Any], context_type: type, result_type: type) -> Any:
+    async def call(ctx: Any, **arguments: Any) -> Any:
         try:
-            env = get_env(ctx)
-            return _result(env.call_tool(spec.name, arguments))
+            session = get_session(ctx)
+            return _result(await session.run_sync(session.env.call_tool, spec.name, arguments))
         except HciEnvsError as exc:
             return _error(exc)
 
@@ -114,12 +115,12 @@ def _wrapper(spec: ToolSpec, get_env: Callable[[Any], Any], context_type: type, 
     return call
 
 
-def env_from_context(ctx: Any) -> Any:
-    """The environment the ASGI layer attached to this MCP request."""
+def session_from_context(ctx: Any) -> Any:
+    """The session the ASGI layer attached to this MCP request."""
     request = ctx.request_context.request
     session = request.scope.get(SCOPE_KEY) if request is not None else None
     if session is None:
         from ..errors import SessionNotFoundError
 
         raise SessionNotFoundError("this MCP request is not bound to a session")
-    return session.env
+    return session

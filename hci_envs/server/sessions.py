@@ -3,6 +3,10 @@
 The server has a default session (HTTP /reset, /step, /state and /mcp act on it); every WebSocket /ws
 connection gets a session of its own, closed with the connection. ``max_sessions`` bounds them all, and a
 reaper closes sessions idle for longer than ``idle_timeout``.
+
+Fair share: every blocking call of a session (tool calls, steps, resets) runs in a worker thread under the
+session's own limiter, so one session's flood of slow calls waits in its own queue (without holding
+threads) while other sessions' calls start at once; a session's queue is bounded.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any, Literal
 
 import anyio
 
-from ..errors import AuthError, CapacityError, SessionNotFoundError
+from ..errors import AuthError, CapacityError, SessionNotFoundError, TooManyCallsError
 from .config import new_token
 
 log = logging.getLogger(__name__)
@@ -42,8 +46,23 @@ class Session:
     recorder: Any = None
     #: How the session's agent acts: "tools" (one tool per call) or "code" (CodeAct).
     mode: Literal["tools", "code"] = "tools"
+    #: Blocking calls this session runs at once, and how many may wait.
+    concurrency: int = 4
+    max_queued: int = 256
 
     _start_lock: Any = None
+    _limiter: Any = None
+
+    async def run_sync(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a blocking call of this session in a worker thread, under the session's own limiter."""
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.concurrency)
+        if self._limiter.statistics().tasks_waiting >= self.max_queued:
+            raise TooManyCallsError(
+                f"session {self.id} has {self.max_queued} calls waiting already; wait for some to finish",
+                max_queued=self.max_queued,
+            )
+        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self._limiter)
 
     async def ensure_started(self) -> None:
         """Bring up the desktop of a session created without one (a lazy default session) on first use."""
@@ -53,7 +72,7 @@ class Session:
             self._start_lock = asyncio.Lock()
         async with self._start_lock:
             if self.env.desktop is None:
-                await anyio.to_thread.run_sync(self.env.start)
+                await self.run_sync(self.env.start)
 
     @property
     def idle_seconds(self) -> float:
@@ -77,8 +96,12 @@ class SessionManager:
         default_agent_token: str | None = None,
         setup: Callable[[Session], None] | None = None,
         default_mode: Literal["tools", "code"] = "tools",
+        concurrency: int = 4,
+        max_queued: int = 256,
     ) -> None:
         self.default_mode = default_mode
+        self.concurrency = concurrency
+        self.max_queued = max_queued
         self._factory = factory
         self.max_sessions = max_sessions
         self.idle_timeout = idle_timeout
@@ -114,10 +137,11 @@ class SessionManager:
             token = None
             if self._agent_tokens:
                 token = (self._default_agent_token if kind == "default" else None) or new_token()
-            session = Session(session_id, env, kind, token, mode=mode or self.default_mode)
+            session = Session(session_id, env, kind, token, mode=mode or self.default_mode,
+                              concurrency=self.concurrency, max_queued=self.max_queued)
             self.setup(session)
             if start:
-                await anyio.to_thread.run_sync(env.start)
+                await session.run_sync(env.start)
         except BaseException:
             if env is not None:
                 await anyio.to_thread.run_sync(env.close)

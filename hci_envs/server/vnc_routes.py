@@ -20,11 +20,15 @@ from ..errors import ConfigError, SessionNotFoundError
 from ..vnc.proxy import AsyncioStream, VncSession, WebSocketStream, finish_security, viewer_handshake
 from ..vnc.rfb import SECURITY_NONE, SECURITY_VNC, RfbError
 from .app import HciServer, bearer
+from .guards import peer_of, socket_owner
 from .sessions import Session
 
 log = logging.getLogger(__name__)
 
 NOVNC_DIR = Path("/usr/share/novnc")
+#: Seconds before a wrong secret is refused. On the native port failed attempts also take turns (one at a time
+#: for the whole port), since VNC authentication reads only 8 characters of a secret.
+REFUSAL_DELAY = 0.5
 
 
 def attach_vnc(server: HciServer, session: Session) -> dict[str, Any]:
@@ -78,18 +82,18 @@ def install_vnc(app: FastAPI, server: HciServer) -> None:
 
     @app.websocket("/vnc/ws/{session_id}/{secret}")
     async def vnc_websocket(ws: WebSocket, session_id: str, secret: str) -> None:
-        # Refusals are close codes after the handshake (4404, 4401), which a browser can show, rather than a
-        # bare HTTP 403 it cannot tell apart from a network failure.
+        # Refusals are a close code after the handshake (4401), which a browser can show, rather than a bare
+        # HTTP 403 it cannot tell apart from a network failure. An unknown session and a wrong secret are
+        # refused alike, after the same delay: the answer tells nothing about which sessions exist.
         await ws.accept()
         try:
             session = server.sessions.get(session_id)
         except SessionNotFoundError:
-            await ws.close(code=4404, reason="no such session")
-            return
-        role = session.vnc.role_for_token(secret) if session.vnc else None
-        if role is None:
-            await asyncio.sleep(0.5)  # slow down guessing
-            await ws.close(code=4401, reason="wrong VNC secret")
+            session = None
+        role = session.vnc.role_for_token(secret) if session is not None and session.vnc else None
+        if session is None or role is None:
+            await asyncio.sleep(REFUSAL_DELAY)  # slow down guessing
+            await ws.close(code=4401, reason="wrong session or VNC secret")
             return
         stream = WebSocketStream(ws)
         try:
@@ -163,8 +167,14 @@ def install_vnc(app: FastAPI, server: HciServer) -> None:
 async def start_native_listener(server: HciServer) -> None:
     """A raw RFB port for native viewers: VNC authentication, where the password picks session and role."""
 
+    failures = asyncio.Lock()
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         stream = AsyncioStream(reader, writer)
+        peer = peer_of(writer)
+        if peer is not None and server.agent_uids and socket_owner(*peer) in server.agent_uids:
+            await stream.close()  # the agent side of a session: see hci_envs.server.guards
+            return
         try:
             challenge, response = await viewer_handshake(stream, SECURITY_VNC)
             assert challenge is not None and response is not None
@@ -175,7 +185,8 @@ async def start_native_listener(server: HciServer) -> None:
                     match = (session, role)
                     break
             if match is None:
-                await asyncio.sleep(0.5)  # slow down guessing
+                async with failures:  # one guess at a time for the whole port
+                    await asyncio.sleep(REFUSAL_DELAY)
                 await finish_security(stream, False)
                 await stream.close()
                 return

@@ -1,5 +1,10 @@
 """Scoring a world after an episode with a task's checker. Checkers run on the control plane: they read the
-session's files and screen and run commands in it, never through the model's tools."""
+session's files and screen and run commands in it, never through the model's tools.
+
+The server reads the agent's files itself, and while it scores no process of the agent runs (they are
+stopped), so nothing can swap a file for a symlink under the check or trace the checker. A ``command`` check
+runs as the agent's account (it may run what the agent left in its home), with the system's PATH and none
+of the server's environment."""
 
 from __future__ import annotations
 
@@ -86,7 +91,10 @@ def _one(check: Any, env: Any) -> tuple[bool, str]:
     if isinstance(check, CommandCheck):
         desktop = _running_desktop(env, "command")
         try:
-            out = subprocess.run(["bash", "-c", check.run], cwd=env.home, env=desktop.app_env(), capture_output=True,
+            argv = ["bash", "-c", check.run]
+            if desktop.account is not None:
+                argv = desktop.account.command(argv)
+            out = subprocess.run(argv, cwd=env.home, env=desktop.app_env(), capture_output=True,
                                  text=True, timeout=check.timeout, start_new_session=True)
         except subprocess.TimeoutExpired:
             return False, f"`{check.run}` timed out"
@@ -106,9 +114,18 @@ def _one(check: Any, env: Any) -> tuple[bool, str]:
 
 
 def score(check: Any, env: Any) -> Score:
-    """Score the session's world with ``check``: 1.0 when it passes fully."""
+    """Score the session's world with ``check``: 1.0 when it passes fully. The agent's processes are stopped
+    meanwhile."""
+    frozen = getattr(env, "agent_frozen", None)
+    if frozen is None:
+        return _score(check, env)
+    with frozen():
+        return _score(check, env)
+
+
+def _score(check: Any, env: Any) -> Score:
     if isinstance(check, AllCheck | AnyCheck | MeanCheck):
-        parts = [score(c, env) for c in check.checks]
+        parts = [_score(c, env) for c in check.checks]
         details = [d for p in parts for d in p.details]
         if isinstance(check, AllCheck):
             value = 1.0 if all(p.passed for p in parts) else 0.0

@@ -34,6 +34,7 @@ from .rfb import (
     RfbError,
     filter_encodings,
     new_challenge,
+    VNC_AUTH_CHARS,
     new_password,
     vnc_response,
 )
@@ -154,7 +155,8 @@ class VncSession:
         self._socket_path = socket_path
         self.view_password = new_password()
         self.control_password = new_password()
-        while self.control_password == self.view_password:
+        # VNC authentication sees only the first characters: the roles must differ there too
+        while self.control_password[:VNC_AUTH_CHARS] == self.view_password[:VNC_AUTH_CHARS]:
             self.control_password = new_password()
         self.control = HumanControl(takeover_timeout)
         self.viewers: dict[str, Viewer] = {}

@@ -174,10 +174,17 @@ def new_challenge() -> bytes:
     return secrets.token_bytes(16)
 
 
+#: Characters of a VNC secret: 32 from a 57-letter alphabet, about 187 bits.
+SECRET_LENGTH = 32
+#: VNC authentication (DES, RFC 6143 7.2.2) reads only this many characters of a password.
+VNC_AUTH_CHARS = 8
+
+
 def new_password() -> str:
-    """A random VNC password: 8 characters, the most the protocol uses."""
+    """A random VNC secret: 32 characters (about 187 bits) for the browser URL; native viewers' VNC
+    authentication can use only the first 8 of them (the protocol's limit)."""
     alphabet = "ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789"
-    return "".join(secrets.choice(alphabet) for _ in range(8))
+    return "".join(secrets.choice(alphabet) for _ in range(SECRET_LENGTH))
 
 
 def server_init_size(header: bytes) -> int:

@@ -15,6 +15,8 @@ import os
 import sys
 import tkinter as tk
 
+# Several sessions' probes (each as its own agent account) may report into the same files.
+os.umask(0)
 STATE_PATH = sys.argv[1]
 LOG_PATH = sys.argv[2] if len(sys.argv) > 2 else None
 

@@ -1,0 +1,54 @@
+"""A deadline for everything one call does on this thread: a step's ``timeout_s``.
+
+    with deadline(2.5):
+        env.step(...)            # waits are cut short, commands get at most the time that is left
+
+Long actions consult it: ``wait`` and ``hold_key`` stop at the deadline and raise
+:class:`~hci_envs.errors.ActionTimeoutError`; tools with a ``timeout`` parameter (bash, python, CodeAct) get
+at most the time left; nothing new starts once it has passed. Deadlines nest (the earlier one wins).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+
+from .errors import ActionTimeoutError
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def deadline(seconds: float | None) -> Iterator[None]:
+    previous = getattr(_local, "at", None)
+    if seconds is not None:
+        at = time.monotonic() + seconds
+        _local.at = at if previous is None else min(previous, at)
+    try:
+        yield
+    finally:
+        _local.at = previous
+
+
+def remaining() -> float | None:
+    """Seconds left before this thread's deadline, or None without one."""
+    at = getattr(_local, "at", None)
+    return None if at is None else at - time.monotonic()
+
+
+def check(what: str) -> None:
+    """Raise ActionTimeoutError if the deadline has passed, before ``what`` starts."""
+    left = remaining()
+    if left is not None and left <= 0:
+        raise ActionTimeoutError(f"{what}: the step's time limit was reached before it started")
+
+
+def sleep(seconds: float, what: str) -> None:
+    """Sleep, but not past the deadline (then raise ActionTimeoutError)."""
+    left = remaining()
+    if left is not None and left < seconds:
+        time.sleep(max(0.0, left))
+        raise ActionTimeoutError(f"{what}: cut short by the step's time limit")
+    time.sleep(seconds)

@@ -1,0 +1,536 @@
+"""The agent is contained: tried as an adversarial agent would, holding only its own agent token and acting
+only through its MCP tools (bash, python, CodeAct, its apps), it cannot read the trainer's secrets, reach
+another session, read the checkers' answers, signal the server, outlive its session or starve other
+sessions. Each test is one attack class; each passed on a server without containment.
+
+The containers get the same attacks in test_docker.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from helpers import McpClient, ServerProcess, alive, text_of
+
+import hci_envs
+
+CONTROL = "control-" + secrets.token_hex(16)
+ROOT = Path(hci_envs.__file__).resolve().parent.parent
+
+
+class Agent:
+    """An adversarial agent: its session's MCP endpoint and agent token, nothing else."""
+
+    def __init__(self, client: McpClient, state: dict[str, Any]) -> None:
+        self.mcp = client
+        self.state = state
+
+    def bash(self, command: str, timeout: float = 30, persistent: bool = False) -> dict[str, Any]:
+        result = self.mcp.call("bash", {"command": command, "timeout": timeout, "persistent": persistent})
+        return result.structured_content or {"stdout": text_of(result), "stderr": "", "exit_code": None}
+
+    def out(self, command: str, timeout: float = 30, persistent: bool = False) -> str:
+        return self.bash(command, timeout, persistent)["stdout"]
+
+    def uid(self) -> int:
+        return int(self.out("id -u").strip())
+
+
+@pytest.fixture(scope="module")
+def server(x11: None) -> Iterator[ServerProcess]:
+    proc = ServerProcess("--env", "workstation", "--agent-tokens", "--max-sessions", "4", "--app", "xterm",
+                         "--vnc-port", "0", env={"HCI_ENVS_CONTROL_TOKEN": CONTROL})
+    proc.start(timeout=60)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def control(server: ServerProcess) -> httpx.Client:
+    return server.http(headers={"Authorization": f"Bearer {CONTROL}"})
+
+
+@contextmanager
+def session(server: ServerProcess, mode: str = "tools") -> Iterator[Agent]:
+    """A new session of ``server`` and its agent, closed afterwards."""
+    with control(server) as http:
+        info = http.post("/sessions", json={"mode": mode}).json()
+        assert "session_id" in info, info
+        try:
+            url = info["mcp_code_url"] if mode == "code" else info["mcp_tools_url"]
+            with McpClient(url, info["agent_token"]) as client:
+                state = http.get(f"/sessions/{info['session_id']}/state").json()
+                yield Agent(client, {**info, **state})
+        finally:
+            http.delete(f"/sessions/{info['session_id']}")
+
+
+def account_pids(uid: int) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                status = Path(f"/proc/{entry}/status").read_text()
+            except OSError:
+                continue
+            real = int(re.search(r"^Uid:\s+(\d+)", status, re.M).group(1))
+            state = re.search(r"^State:\s+(\S)", status, re.M).group(1)
+            if real == uid and state not in "ZX":
+                pids.append(int(entry))
+    return pids
+
+
+def wait_until(predicate: Any, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+# -- privilege separation --------------------------------------------------------------------------------
+def test_agent_runs_as_an_account_of_its_own_without_privileges(server):
+    with session(server) as a, session(server) as b:
+        assert a.state["isolation"] == "uid"
+        ua, ub = a.uid(), b.uid()
+        assert ua != 0 and ub != 0 and ua != ub and os.getuid() not in (ua, ub)
+        status = a.out("grep -E '^(CapEff|CapPrm|CapAmb|NoNewPrivs)' /proc/self/status")
+        assert re.search(r"CapEff:\s+0+\n", status) and re.search(r"CapAmb:\s+0+\n", status), status
+        assert re.search(r"NoNewPrivs:\s+1", status), status
+        # a setuid program gives nothing back
+        assert a.out("su -c id root 2>&1; sudo -n id 2>&1; echo done").strip().endswith("done")
+        assert a.uid() == ua
+
+
+def test_no_secret_in_the_agents_environment_command_lines_or_files(server):
+    with session(server) as a, session(server) as b:
+        secrets_ = {CONTROL, b.state["agent_token"], *b.state["vnc_secrets"].values(),
+                    *a.state["vnc_secrets"].values()}
+        env = a.out("env")
+        assert "HCI_ENVS" not in env and not any(s in env for s in secrets_), env
+        # every command line and every environment of every process it may read, and the files where
+        # secrets could have been left
+        dump = a.out("for f in /proc/[0-9]*/cmdline /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done "
+                     "2>/dev/null; cat /proc/$PPID/environ 2>&1 | head -c 200", timeout=60)
+        assert "hci_envs" in dump  # it did read the command lines (the server's among them)
+        leaked = [s for s in secrets_ if s in dump]
+        assert not leaked, "secrets readable in /proc"
+        for secret in secrets_:
+            found = a.out(f"grep -rlsF -- '{secret}' /tmp /var/tmp /dev/shm /run /home 2>/dev/null; true", timeout=60)
+            assert found.strip() == "", f"a secret is readable in {found}"
+
+
+def test_the_server_refuses_the_agent_side_whatever_it_presents(server):
+    """Even with a stolen token, a connection from an agent account is refused: the kernel says whose it is."""
+    with session(server) as a:
+        probe = (
+            "import json, urllib.request, urllib.error\n"
+            f"for path, token in (('/health', None), ('/sessions', '{CONTROL}'), ('/state', '{CONTROL}')):\n"
+            f"    request = urllib.request.Request('{server.base_url}' + path)\n"
+            "    if token: request.add_header('Authorization', 'Bearer ' + token)\n"
+            "    try:\n"
+            "        print(path, urllib.request.urlopen(request, timeout=10).status)\n"
+            "    except urllib.error.HTTPError as e:\n"
+            "        print(path, e.code, json.loads(e.read())['error']['code'])\n"
+        )
+        out = a.mcp.ok("python", {"code": probe}).structured_content["stdout"]
+        assert out.split("\n")[:3] == ["/health 403 AGENT_PEER", "/sessions 403 AGENT_PEER", "/state 403 AGENT_PEER"], out
+        # the raw VNC port too: the connection is closed before any handshake
+        port = a.state["vnc_native_port"]
+        banner = a.mcp.ok("python", {"code": (
+            "import socket\ns = socket.create_connection(('127.0.0.1', %d), timeout=10)\nprint(repr(s.recv(12)))"
+            % port)}).structured_content["stdout"]
+        assert banner.strip() == "b''", banner
+    with httpx.Client(base_url=server.base_url) as http:  # the test itself (another user) is served
+        assert http.get("/health").status_code == 200
+
+
+# -- sessions are apart ----------------------------------------------------------------------------------
+def test_sessions_cannot_read_each_others_files_cookies_or_displays(server):
+    with session(server) as a, session(server) as b:
+        b.out("echo private-to-b > ~/note.txt")
+        listing = a.out(
+            "for d in /tmp/hci-envs-home-* /tmp/hci-envs-agent-*; do "
+            "  if cat $d/note.txt $d/Xauthority >/dev/null 2>&1 || ls $d >/dev/null 2>&1; then echo READ $d; fi; "
+            "done; echo HOME $HOME; echo RUN $XDG_RUNTIME_DIR")
+        own = {line.split()[1] for line in listing.splitlines() if line.split()[0] in ("HOME", "RUN")}
+        readable = {line.split()[1] for line in listing.splitlines() if line.startswith("READ")}
+        assert readable <= own, f"another session's folders are readable: {readable - own}"
+        assert len(own) == 2
+        # every display on the machine, with every cookie this agent can read: only its own opens
+        opened = a.out(
+            "for s in /tmp/.X11-unix/X*; do n=${s##*X}; "
+            "  for c in $XAUTHORITY /tmp/hci-envs-agent-*/Xauthority; do "
+            "    XAUTHORITY=$c xdpyinfo -display :$n >/dev/null 2>&1 && echo OPEN :$n; "
+            "  done; "
+            "done | sort -u; echo MINE $DISPLAY")
+        mine = re.search(r"MINE (\S+)", opened).group(1)
+        assert [line.split()[1] for line in opened.splitlines() if line.startswith("OPEN")] == [mine], opened
+        # nor signal the other session's processes
+        ub = b.uid()
+        before = account_pids(ub)
+        assert before
+        out = a.bash(f"kill -9 {' '.join(map(str, before))}")
+        assert "Operation not permitted" in out["stderr"], out
+        assert all(alive(p) for p in before)
+        assert b.out("echo still here").strip() == "still here"
+
+
+def test_opening_the_display_to_others_does_not_outlast_the_episode(server):
+    with session(server) as a, session(server) as b:
+        display = a.out("echo $DISPLAY").strip()
+        a.out("xhost +")  # access control off: anyone on the machine may connect
+        assert "OPEN" in b.out(f"xdpyinfo -display {display} >/dev/null 2>&1 && echo OPEN")
+        with control(server) as http:
+            assert http.post(f"/sessions/{a.state['session_id']}/reset", json={}).status_code == 200
+        assert "OPEN" not in b.out(f"xdpyinfo -display {display} >/dev/null 2>&1 && echo OPEN")
+
+
+# -- answers ------------------------------------------------------------------------------------------------
+def test_the_checkers_answers_are_not_readable(server):
+    builtin = ROOT / "hci_envs" / "tasks" / "builtin.jsonl"
+    assert builtin.exists()
+    answer = "bread\\\\n+done"  # a fragment of one checker's pattern (JSON-escaped), found nowhere else
+    assert answer in builtin.read_text()
+    with session(server) as a:
+        out = a.bash(f"cat {builtin}")
+        assert out["exit_code"] != 0 and "Permission denied" in out["stderr"], out
+        git = a.bash(f"git -C {ROOT} show HEAD:hci_envs/tasks/builtin.jsonl 2>&1 | head -c 300")["stdout"]
+        assert "checker" not in git, git
+        copies = a.out(f"find {ROOT} / -xdev -name builtin.jsonl 2>/dev/null | sort -u | "
+                       "while read f; do head -c 300 \"$f\" 2>/dev/null; done; true", timeout=120)
+        assert "checker" not in copies
+        wheels = a.mcp.ok("python", {"code": (
+            "import glob, zipfile\n"
+            f"for w in glob.glob('{ROOT}/**/*.whl', recursive=True):\n"
+            "    try:\n"
+            "        z = zipfile.ZipFile(w)\n"
+            "        print(z.read('hci_envs/tasks/builtin.jsonl')[:100])\n"
+            "    except Exception as e:\n"
+            "        print(type(e).__name__)\n")}).structured_content
+        assert "checker" not in wheels["stdout"], wheels
+
+
+# -- signals -------------------------------------------------------------------------------------------------
+def test_the_server_and_its_watchdog_cannot_be_signalled(server):
+    from helpers import processes_named
+
+    watchdogs = [p for p in processes_named("watchdog.py") if p in server.children()]
+    xvfb = [p for p in processes_named("Xvfb") if p in server.children()]
+    assert watchdogs and xvfb
+    targets = [server.proc.pid, *watchdogs, *xvfb]
+    with session(server) as a:
+        for sig in ("KILL", "TERM", "STOP"):
+            out = a.bash(f"kill -{sig} {' '.join(map(str, targets))}; kill -{sig} $PPID")
+            assert out["stderr"].count("Operation not permitted") == len(targets) + 1, out
+        assert all(alive(p) for p in targets)
+        assert a.out("echo alive").strip() == "alive"
+    with server.http() as http:
+        assert http.get("/health").status_code == 200
+
+
+# -- nothing outlives its session --------------------------------------------------------------------------
+SURVIVORS = (
+    "setsid -f sleep 901; "
+    "( sleep 902 & ) ; "
+    "nohup sleep 903 >/dev/null 2>&1 & disown; "
+    "python3 -c 'import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+    "        os.setpgid(0, 0); time.sleep(904)\n' ; "
+    "sleep 0.3; echo started"
+)
+
+
+def _sleepers(uid: int) -> list[int]:
+    out = []
+    for pid in account_pids(uid):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if re.search(rb"sleep\x00?90[1-4]|time.sleep\(904\)", cmd):
+            out.append(pid)
+    return out
+
+
+def test_daemons_do_not_survive_reset_or_close(server):
+    with control(server) as http:
+        with session(server) as a:
+            uid = a.uid()
+            assert a.out(SURVIVORS, persistent=True).strip().endswith("started")
+            assert len(_sleepers(uid)) == 4, _sleepers(uid)
+            assert http.post(f"/sessions/{a.state['session_id']}/reset", json={}).status_code == 200
+            assert _sleepers(uid) == [], "daemons survived the reset"
+            assert a.out(SURVIVORS, persistent=True).strip().endswith("started")
+            assert len(_sleepers(uid)) == 4
+        # the session is closed (DELETE /sessions/{id}): nothing of its account is left
+        assert wait_until(lambda: not account_pids(uid), 10), account_pids(uid)
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_daemons_do_not_survive_the_server(x11, how):
+    proc = ServerProcess("--env", "workstation", "--agent-tokens")
+    proc.start(timeout=60)
+    try:
+        with proc.http() as http:
+            info = http.get("/state").json()
+        with McpClient(info["mcp_tools_url"], info["agent_token"]) as client:
+            agent = Agent(client, info)
+            uid = agent.uid()
+            assert agent.out(SURVIVORS, persistent=True).strip().endswith("started")
+            assert len(_sleepers(uid)) == 4
+    finally:
+        proc.stop(getattr(signal, how))
+    assert wait_until(lambda: not account_pids(uid), 15), f"left behind after {how}: {account_pids(uid)}"
+
+
+# -- CodeAct -------------------------------------------------------------------------------------------------
+#: Ways out of the CodeAct namespace to the real os module or builtins (no import, no dunder attribute).
+ESCAPES = {
+    "module attribute": "os_ = random._os",
+    "sys.modules": "os_ = statistics.sys.modules['os']",
+    "generator frame": "def g():\n    yield\ngen = g()\nos_ = gen.gi_frame.f_globals['random']._os",
+    "traceback frame": ("try:\n    1 / 0\nexcept ZeroDivisionError:\n"
+                        "    os_ = statistics.sys.exc_info()[2].tb_frame.f_globals['statistics'].sys.modules['os']"),
+    "real builtins": ("real = statistics.sys.modules['builtins']\n"
+                      "os_ = real.eval(\"__import__('os')\", {'__builtins__': real})"),
+    "format": "os_ = statistics.sys.modules['os']; leak = '{0.__globals__}'.format(find_tools)",
+}
+
+
+@pytest.mark.parametrize("escape", sorted(ESCAPES))
+def test_codeact_escapes_gain_nothing_beyond_the_agents_account(server, escape):
+    with session(server, mode="code") as a:
+        code = ESCAPES[escape] + (
+            "\nB = statistics.sys.modules['builtins']"
+            "\nprint('uid', os_.getuid())"
+            "\nprint('popen', os_.popen('id -u').read().strip())"
+            "\ntry:\n    os_.kill(os_.getppid(), 9)\nexcept OSError as e:\n    print('kill', e.errno)"
+            "\ntry:\n    B.open('/proc/%d/environ' % os_.getppid()).read()\nexcept OSError as e:\n    print('environ', e.errno)"
+        )
+        result = a.mcp.call("execute_code", {"code": code})
+        out = result.structured_content["stdout"]
+        uid = int(re.search(r"uid (\d+)", out).group(1))
+        assert uid != 0 and uid != os.getuid(), out
+        assert f"popen {uid}" in out  # this environment has bash: programs run, as the agent
+        assert "kill 1" in out and "environ 13" in out, out  # EPERM, EACCES
+        assert alive(server.proc.pid)
+
+
+@pytest.fixture(scope="module")
+def desktop_server(x11: None) -> Iterator[ServerProcess]:
+    """An environment without bash or python: CodeAct must not hand out programs."""
+    proc = ServerProcess("--env", "desktop", "--action-mode", "code", "--app", "xterm")
+    proc.start(timeout=60)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+CONTAINED_ATTEMPTS = """
+B = statistics.sys.modules['builtins']
+def attempt(name, fn):
+    try:
+        print(name, 'ALLOWED', repr(fn())[:80])
+    except BaseException as e:
+        print(name, 'refused', repr(e)[:80])
+def system():
+    status = os_.system('touch MARKER')
+    if status != 0:
+        raise OSError(status, 'system failed')
+    return status
+def fork():
+    if os_.fork() == 0:
+        os_._exit(0)
+    return 'forked'
+mine = [p for p in os_.listdir('/proc') if p.isdigit() and os_.stat('/proc/' + p).st_uid == os_.getuid()
+        and p != str(os_.getpid())]
+attempt('system', system)
+attempt('popen', lambda: os_.popen('id').read())
+attempt('fork', fork)
+attempt('exec', lambda: os_.execv('/bin/true', ['true']))
+attempt('write', lambda: B.open('MARKER', 'w').write('x'))
+attempt('write-home', lambda: B.open('notes.txt', 'w').write('x'))
+attempt('mkdir', lambda: os_.mkdir('escape-dir'))
+attempt('socket', lambda: B.eval("__import__('socket')", {'__builtins__': B}).socket())
+attempt('memory', lambda: B.open('/proc/%s/mem' % mine[0], 'r+b'))
+print('read-ok', len(B.open('/etc/hostname').read()) >= 0)
+"""
+
+
+@pytest.mark.parametrize("escape", sorted(ESCAPES))
+def test_codeact_without_shell_traits_cannot_start_programs_or_write(desktop_server, escape):
+    with desktop_server.http() as http:
+        info = http.get("/state").json()
+    marker = f"/tmp/hci-envs-escape-{secrets.token_hex(4)}"
+    code = ESCAPES[escape] + CONTAINED_ATTEMPTS.replace("MARKER", marker)
+    with McpClient(info["mcp_code_url"], info.get("agent_token")) as client:
+        out = client.call("execute_code", {"code": code}).structured_content["stdout"]
+    assert "ALLOWED" not in out, out
+    assert out.count("refused") == 9 and "NameError" not in out, out
+    assert "read-ok True" in out, out  # reading is not the point: it is the agent's own view
+    assert not os.path.exists(marker)
+
+
+# -- the web ------------------------------------------------------------------------------------------------
+def _ws_status(base_url: str, origin: str | None, token: str | None = None) -> str:
+    """What /ws answers to a browser-like handshake with ``origin``: "open" or the refusal."""
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    headers = {"Origin": origin} if origin is not None else {}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    try:
+        with connect(base_url.replace("http", "ws", 1) + "/ws", additional_headers=headers, open_timeout=30,
+                     origin=None) as ws:
+            ws.send(json.dumps({"type": "state"}))
+            reply = json.loads(ws.recv(timeout=30))
+            return "open" if reply.get("type") == "state" else f"error {reply}"
+    except InvalidStatus as exc:
+        return f"refused {exc.response.status_code}"
+    except Exception as exc:  # closed during the handshake
+        return f"refused {type(exc).__name__}"
+
+
+@pytest.mark.parametrize("tokens", ["none", "control only", "agent only"])
+def test_foreign_and_null_origins_are_refused(x11, tokens):
+    env = {"HCI_ENVS_CONTROL_TOKEN": CONTROL} if tokens == "control only" else {}
+    args = ["--agent-tokens"] if tokens == "agent only" else []
+    token = CONTROL if tokens == "control only" else None
+    with ServerProcess("--no-vnc", *args, env=env) as proc:
+        page = f"http://127.0.0.1:{proc.port}"
+        assert _ws_status(proc.base_url, "null", token).startswith("refused"), "Origin: null (a sandboxed iframe)"
+        assert _ws_status(proc.base_url, "http://evil.example", token).startswith("refused")
+        assert _ws_status(proc.base_url, "file://", token).startswith("refused")
+        with httpx.Client(base_url=proc.base_url) as http:
+            refused = http.post("/step", json={"action": {"type": "wait", "ms": 1}},
+                                headers={"Origin": "null", **({"Authorization": f"Bearer {token}"} if token else {})})
+            assert refused.status_code == 403 and refused.json()["error"]["code"] == "FORBIDDEN_ORIGIN"
+        assert _ws_status(proc.base_url, page, token) == "open"  # the server's own pages work
+        assert _ws_status(proc.base_url, None, token) == "open"  # and clients that are not browsers
+
+
+def test_a_client_that_sends_no_headers_is_cut_off(x11):
+    with ServerProcess("--no-vnc", env={"HCI_ENVS_HEADER_TIMEOUT": "1"}) as proc:
+        idle = socket.create_connection(("127.0.0.1", proc.port))
+        slow = socket.create_connection(("127.0.0.1", proc.port))
+        slow.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        for sock in (idle, slow):
+            sock.settimeout(30)
+            try:
+                assert sock.recv(1024) == b""  # closed by the server, not left open for ever
+            finally:
+                sock.close()
+        with httpx.Client(base_url=proc.base_url) as http:
+            assert http.get("/health").status_code == 200
+
+
+def test_vnc_secrets_are_long_and_refusals_alike(server):
+    from websockets.sync.client import connect
+
+    with control(server) as http:
+        state = http.get("/state").json()
+    alphabet_bits = 5.83  # log2(57)
+    for secret in state["vnc_secrets"].values():
+        assert len(secret) * alphabet_bits >= 128, secret
+
+    def close_of(session_id: str, secret: str) -> tuple[int, str]:
+        url = server.base_url.replace("http", "ws", 1) + f"/vnc/ws/{session_id}/{secret}"
+        with connect(url, open_timeout=30) as ws:
+            try:
+                ws.recv(timeout=30)
+            except Exception:
+                pass
+            return ws.close_code, ws.close_reason
+
+    wrong_secret = close_of(state["session_id"], "x" * 32)
+    unknown_session = close_of("nosuchsession", state["vnc_secrets"]["control"])
+    assert wrong_secret == unknown_session and wrong_secret[0] == 4401, (wrong_secret, unknown_session)
+
+
+# -- fair share ------------------------------------------------------------------------------------------------
+def test_one_session_flooding_does_not_starve_another(server):
+    with session(server) as victim:
+        flood_session = session(server)
+        flooder = flood_session.__enter__()
+        done: list[float] = []
+        lock = threading.Lock()
+
+        def slow_wait(_: int) -> None:
+            flooder.mcp.call("wait", {"ms": 2000})
+            with lock:
+                done.append(time.monotonic())
+
+        pool = ThreadPoolExecutor(60)
+        try:
+            futures = [pool.submit(slow_wait, i) for i in range(60)]
+            time.sleep(1.0)  # the flood is in: 60 calls of 2 s each, which the flooder's desktop runs in turn
+            result = victim.mcp.call("cursor_position")
+            with lock:
+                finished_before = len(done)
+            assert not result.is_error, text_of(result)
+            # the victim's call did not wait behind the flood (on a shared pool it waits for ~20 of its calls)
+            assert finished_before <= 2, f"{finished_before} of the flood's calls finished before the victim's"
+        finally:
+            flood_session.__exit__(None, None, None)  # closing the session ends its queue
+            pool.shutdown(wait=True)
+        assert all(f.done() for f in futures)
+
+
+def test_step_timeout_is_honoured(server):
+    with control(server) as http:
+        info = http.post("/sessions").json()
+        sid = info["session_id"]
+        try:
+            http.post(f"/sessions/{sid}/reset", json={})
+            started = time.monotonic()
+            reply = http.post(f"/sessions/{sid}/step", json={"action": {"type": "wait", "ms": 20000}, "timeout_s": 1})
+            took = time.monotonic() - started
+            assert reply.status_code == 200, reply.text
+            observation = reply.json()["observation"]
+            assert observation["error"]["code"] == "TIMEOUT", observation
+            assert took < 15, took  # nowhere near the 20 s the action asked for
+            reply = http.post(f"/sessions/{sid}/step", json={
+                "action": {"tool": "bash", "arguments": {"command": "sleep 30; echo late", "timeout": 60}},
+                "timeout_s": 1})
+            assert "late" not in reply.json()["observation"]["text"]
+            assert "timed out" in reply.json()["observation"]["text"], reply.json()
+        finally:
+            http.delete(f"/sessions/{sid}")
+
+
+# -- where it cannot hold ------------------------------------------------------------------------------------
+def test_without_isolation_the_server_says_so_and_stays_on_loopback(x11):
+    with ServerProcess("--isolation", "none", "--no-vnc") as proc:
+        assert any("isolation: none" in line for line in proc.output)
+        with proc.http() as http:
+            assert http.get("/metadata").json()["isolation"]["mode"] == "none"
+            assert http.get("/state").json()["isolation"] == "none"
+    exposed = ServerProcess("--isolation", "none", "--host", "0.0.0.0", "--no-vnc",
+                            env={"HCI_ENVS_CONTROL_TOKEN": CONTROL, "HCI_ENVS_AGENT_TOKEN": "a" * 32})
+    with pytest.raises(AssertionError, match="without agent isolation"):
+        exposed.start()
+
+
+def test_secrets_on_the_command_line_are_refused_when_agents_share_the_machine(x11):
+    proc = ServerProcess("--control-token", CONTROL, "--no-vnc")
+    with pytest.raises(AssertionError, match="readable by every local user"):
+        proc.start()
