@@ -34,10 +34,10 @@ RUNTIME_APT = [
     "fonts-dejavu-core", "fonts-noto-cjk", "fonts-noto-color-emoji", "x11-utils",
 ]
 #: What the tests and benchmarks need on top: a browser for the noVNC page, the baseline tools of the
-#: computer-use demo (xdotool, scrot, ImageMagick), debootstrap for the offline base image, and the text
-#: editor of the built-in task suite.
+#: computer-use demo (xdotool, scrot, ImageMagick), debootstrap for the offline base image, the text
+#: editor of the built-in task suite, an office suite, and xhost (the containment tests open a display).
 TEST_APT = ["chromium", "mousepad", "xdotool", "scrot", "imagemagick", "debootstrap", "ca-certificates",
-            "x11-xserver-utils"]
+            "x11-xserver-utils", "libreoffice-writer"]
 #: Agent accounts created by default: one per live session (a server's --max-sessions must not exceed it).
 AGENT_ACCOUNTS = 64
 #: Every agent account bears this name (see hci_envs.accounts): useradd makes them as NAME-N, then they are

@@ -35,7 +35,7 @@ from .errors import (
     UnknownToolError,
 )
 from .accounts import Isolation, resolve_isolation
-from .homes import HomeStore, check_snapshot_name
+from .homes import DEFAULT_MAX_SNAPSHOT_BYTES, HomeStore, check_snapshot_name
 from .protocol import EnvState, ImageData, Mode, Observation, ObservationSpec, StartState
 from .tools import ToolOutput, ToolSpec, tool
 from .trait import Trait
@@ -74,6 +74,7 @@ class DesktopEnvironment(Trait):
         paste_keys: str = "ctrl+v",
         isolation: Isolation = "auto",
         max_agent_processes: int = 0,
+        max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES,
     ) -> None:
         state = start_state if start_state is not None else type(self).start_state
         if mode not in ("simulation", "production"):
@@ -99,7 +100,7 @@ class DesktopEnvironment(Trait):
         #: The agent account of this environment (None without isolation); every process of it ends at reset.
         self.account = self._lease.account if self._lease is not None else None
         try:
-            self._homes = HomeStore(self.account)
+            self._homes = HomeStore(self.account, max_snapshot_bytes=max_snapshot_bytes)
         except BaseException:
             if self._lease is not None:
                 self._lease.release()

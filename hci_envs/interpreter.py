@@ -48,6 +48,9 @@ def _worker_source() -> str:
     return _WORKER_SOURCE
 DEFAULT_MAX_OUTPUT = 64 * 1024
 INTERRUPT_GRACE = 2.0
+#: The longest message the server reads from a worker (its output is capped before it is sent; a worker that
+#: writes more, which only code that escaped its namespace can, is restarted rather than read into memory).
+MAX_MESSAGE = 256 * 1024 * 1024
 
 
 @dataclass
@@ -168,6 +171,8 @@ class Interpreter:
                 if not chunk:
                     raise EOFError("the interpreter exited")
                 self._buffer += chunk
+                if len(self._buffer) > MAX_MESSAGE and b"\n" not in chunk:
+                    raise ValueError(f"the interpreter sent a message over {MAX_MESSAGE} bytes")
         line, _, self._buffer = self._buffer.partition(b"\n")
         return json.loads(line)
 

@@ -156,6 +156,8 @@ def new_episode_dir(root: Path, name: str | None = None) -> Path:
     while path.exists():
         n += 1
         path = root / f"{base}-{n}"
-    (path / "raw").mkdir(parents=True)
+    # private to the server's user: an episode holds what people typed, and agents share the machine
+    path.mkdir(mode=0o700)
+    (path / "raw").mkdir()
     (path / "frames").mkdir()
     return path

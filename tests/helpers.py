@@ -96,18 +96,20 @@ def hci_envs_command() -> list[str]:
 class ServerProcess:
     """``hci-envs serve`` as a real subprocess on a free port."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None, port: int | None = None) -> None:
+    def __init__(self, *args: str, env: dict[str, str] | None = None, port: int | None = None,
+                 prefix: list[str] | None = None) -> None:
         self.port = port or free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.args = ["serve", "--port", str(self.port), *args]
         self.env = {**os.environ, **(env or {})}
+        self.prefix = prefix or []  # e.g. setpriv, to run the server as another user
         self.proc: subprocess.Popen[str] | None = None
         self.output: list[str] = []
 
     def start(self, timeout: float = 30.0) -> ServerProcess:
         self.proc = subprocess.Popen(
-            [*hci_envs_command(), *self.args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env=self.env, start_new_session=True,
+            [*self.prefix, *hci_envs_command(), *self.args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, env=self.env, start_new_session=True,
         )
         threading.Thread(target=self._pump, daemon=True).start()
         deadline = time.monotonic() + timeout

@@ -530,7 +530,105 @@ def test_without_isolation_the_server_says_so_and_stays_on_loopback(x11):
         exposed.start()
 
 
+def test_a_server_that_cannot_switch_users_says_so(x11):
+    """Run as an unprivileged user (nobody), the server cannot isolate agents: it says why at start-up, in
+    /metadata and in state(), and will not listen off loopback."""
+    from helpers import agent_writable_dir
+
+    nobody = ["setpriv", "--reuid", "nobody", "--regid", "nogroup", "--clear-groups", "--"]
+    home = agent_writable_dir()  # pytest's own folders are private to root
+    env = {"HOME": str(home), "HCI_ENVS_RUN_DIR": str(home / "run")}
+    with ServerProcess("--no-vnc", prefix=nobody, env=env) as proc:
+        warning = next(line for line in proc.output if "isolation: none" in line)
+        assert "cannot switch users" in warning and "CAP_SETUID" in warning, warning
+        with proc.http() as http:
+            isolation = http.get("/metadata").json()["isolation"]
+            assert isolation["mode"] == "none" and "CAP_SETUID" in isolation["reason"], isolation
+            assert http.get("/state").json()["isolation"] == "none"
+    exposed = ServerProcess("--no-vnc", "--host", "0.0.0.0", prefix=nobody,
+                            env={**env, "HCI_ENVS_CONTROL_TOKEN": CONTROL, "HCI_ENVS_AGENT_TOKEN": "a" * 32})
+    with pytest.raises(AssertionError, match="without agent isolation"):
+        exposed.start()
+
+
 def test_secrets_on_the_command_line_are_refused_when_agents_share_the_machine(x11):
     proc = ServerProcess("--control-token", CONTROL, "--no-vnc")
     with pytest.raises(AssertionError, match="readable by every local user"):
         proc.start()
+
+
+# -- real applications as the agent's account ------------------------------------------------------------
+def _window_title(env: Any) -> str:
+    windows = env.desktop.windows()
+    return env.desktop.input.window_title(windows[-1]) if windows else ""
+
+
+def _app_processes(env: Any, name: str) -> dict[int, int]:
+    """pid -> real uid of every process whose command line mentions ``name``."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+            status = Path(f"/proc/{entry}/status").read_text()
+        except OSError:
+            continue
+        if name.encode() in cmd:
+            found[int(entry)] = int(re.search(r"^Uid:\s+(\d+)", status, re.M).group(1))
+    return found
+
+
+PAGE = ("data:text/html,<title>before</title><button style='position:fixed;inset:0;width:100%;height:100%' "
+        "onclick=\"document.title='clicked'\">press</button>")
+
+
+@pytest.mark.parametrize("app", ["mousepad", "chromium", "libreoffice", "animation"])
+def test_real_apps_run_as_the_agent_and_take_input(x11, app):
+    """A GTK editor, a browser, an office suite and an app that never stops drawing start as the session's
+    account, get the agent's input, and are gone with the session."""
+    from conftest import need_programs
+    from traits import WorkstationEnv
+
+    from helpers import ANIMATE
+
+    commands = {
+        "mousepad": ["mousepad", "note.txt"],  # in the home, the apps' working directory
+        "chromium": ["chromium", "--no-first-run", "--disable-gpu", "--window-position=0,0",
+                     "--window-size=1280,800", PAGE],
+        "libreoffice": ["libreoffice", "--writer", "--norestore", "--nologo"],
+        "animation": ["python3", str(ANIMATE)],
+    }
+    need_programs({"animation": "python3"}.get(app, app))
+    env = WorkstationEnv(start_state={"apps": [{"command": commands[app], "timeout": 90}]})
+    try:
+        env.reset()
+        uid = env.account.uid
+        marker = {"animation": "animate.py", "libreoffice": "soffice"}.get(app, app)
+        owners = _app_processes(env, marker)
+        assert owners and set(owners.values()) == {uid}, owners
+        if app == "mousepad":
+            env.step([{"type": "type_text", "text": "héllo from the agent"}, {"type": "key", "keys": "ctrl+s"},
+                      {"type": "wait", "ms": 800}])
+            saved = env.home / "note.txt"
+            assert wait_until(lambda: saved.exists() and "héllo from the agent" in saved.read_text(), 10)
+            assert saved.stat().st_uid == uid  # the agent's own file
+        elif app == "chromium":
+            assert wait_until(lambda: _window_title(env).startswith("before"), 30), _window_title(env)
+            env.step({"type": "click", "x": 640, "y": 450})
+            assert wait_until(lambda: _window_title(env).startswith("clicked"), 10), _window_title(env)
+        elif app == "libreoffice":
+            assert wait_until(lambda: "Writer" in _window_title(env), 60), _window_title(env)
+            time.sleep(1.0)
+            before = env.observe().screenshot.to_numpy()
+            env.step({"type": "type_text", "text": "Typed into Writer by the agent"})
+            assert wait_until(lambda: (env.observe().screenshot.to_numpy() != before).any(axis=2).sum() > 200, 10)
+        else:
+            first = env.observe().screenshot.to_numpy()
+            assert wait_until(lambda: (env.observe().screenshot.to_numpy() != first).any(), 5)
+        env.step({"type": "mouse_move", "x": 5, "y": 5})  # touched: the reset rebuilds the desktop
+        env.reset()  # the app starts again, as the same account, and the old processes are gone
+        assert not set(owners) & set(_app_processes(env, marker))
+    finally:
+        env.close()
+    assert wait_until(lambda: not account_pids(uid), 10), account_pids(uid)

@@ -107,6 +107,18 @@ def test_http_bad_requests_get_typed_4xx(probe_server, method, path, body, statu
         assert http.get("/health").json()["status"] == "healthy"
 
 
+def test_production_mode_serves_no_simulation_route_for_any_session(x11):
+    with ServerProcess("--mode", "production", "--no-vnc") as server:
+        with server.http() as http:
+            sid = http.post("/sessions").json()["session_id"]
+            for method, path in (("POST", "/step"), ("GET", "/state"), ("POST", "/reset"),
+                                 ("POST", f"/sessions/{sid}/step"), ("GET", f"/sessions/{sid}/state"),
+                                 ("POST", f"/sessions/{sid}/reset")):
+                body = {"action": {"type": "wait", "ms": 1}} if method == "POST" else None
+                reply = http.request(method, path, json=body)
+                assert reply.status_code in (404, 405), (path, reply.status_code)
+
+
 # -- WebSocket sessions ------------------------------------------------------------------------------------
 def test_ws_protocol_and_error_frames(probe_server):
     server, _ = probe_server
@@ -282,6 +294,44 @@ def test_xvfb_killed_under_the_server_keeps_it_up(fresh_probe):
 
 
 # -- snapshots and the home directory --------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["bad\x00name", "x" * 300, "../up", ".hidden", "", "tab\there"])
+def test_bad_snapshot_names_are_typed_errors(fresh_probe, name):
+    server, _ = fresh_probe
+    with server.http() as http:
+        reply = http.post("/snapshot", json={"name": name})
+        assert reply.status_code == 400 and reply.json()["error"]["code"] == "CONFIG_ERROR", reply.text
+        assert http.get("/health").json()["status"] == "healthy"
+
+
+def test_snapshots_skip_pipes_keep_sparse_files_sparse_and_refuse_oversize(x11):
+    from traits import DesktopEnv
+
+    from hci_envs.homes import SnapshotError
+
+    with DesktopEnv(max_snapshot_bytes=32 * 1024**2) as env:
+        env.reset()
+        os.mkfifo(env.home / "pipe")  # opening it to copy would block for ever
+        with open(env.home / "sparse.bin", "wb") as f:  # 300 MB long, one page of data
+            f.truncate(300 * 1024**2)
+            f.seek(100 * 1024**2)
+            f.write(b"data")
+        info = env.snapshot("with-holes")
+        assert "pipe (named pipe)" in info["skipped"] and info["bytes"] < 1024**2, info
+        (env.home / "sparse.bin").unlink()
+        env.reset(snapshot="with-holes")
+        restored = env.home / "sparse.bin"
+        st = restored.stat()
+        assert st.st_size == 300 * 1024**2 and st.st_blocks * 512 < 1024**2, (st.st_size, st.st_blocks)
+        with open(restored, "rb") as f:
+            f.seek(100 * 1024**2)
+            assert f.read(4) == b"data"
+        assert not (env.home / "pipe").exists()
+        (env.home / "big.bin").write_bytes(os.urandom(33 * 1024**2))
+        with pytest.raises(SnapshotError) as failed:
+            env.snapshot("too-big")
+        assert failed.value.code == "SNAPSHOT_ERROR" and "too-big" not in env.snapshots()
+
+
 def test_home_template_and_snapshots(x11, tmp_path):
     from traits import DesktopEnv
 

@@ -67,3 +67,27 @@ def test_desktop_close_leaves_no_process(x11, tmp_path):
         assert len(pids) == 3 and all(alive(p) for p in pids)
         assert desktop.health().ok
     assert not [p for p in pids if alive(p)]
+
+
+def test_a_dead_window_manager_truncates_the_episode_and_reset_recovers(x11):
+    from traits import DesktopEnv
+
+    with DesktopEnv(start_state={"apps": [{"command": ["xterm"]}]}) as env:
+        env.reset()
+        wm = env.desktop._wm
+        wm.kill()
+        wm.wait(5)
+        obs = env.step({"type": "wait", "ms": 1})
+        assert obs.truncated and "window manager" in (obs.truncated_reason or ""), obs
+        env.reset()
+        assert env.desktop.health().ok
+        assert not env.step({"type": "wait", "ms": 1}).truncated
+
+
+def test_a_server_leaves_no_x_authority_folder_behind(x11):
+    import glob
+
+    before = set(glob.glob("/tmp/hci-envs-xauth-*"))
+    with ServerProcess("--no-vnc"):
+        pass
+    assert set(glob.glob("/tmp/hci-envs-xauth-*")) <= before

@@ -4,11 +4,11 @@
         image = desktop.screen.capture(fmt="jpeg")
         desktop.input.click(1, at=(100, 100))
 
-Two sides: the server's (Xvfb, x11vnc, the X connections that capture and inject; files in a runtime
-directory only the server can open) and the agent's (the window manager, the apps and everything started
-for the agent, as the desktop's agent account when it has one; a private runtime directory with the
-display's cookie). The window manager is on the agent's side because it can launch programs (menus, key
-bindings).
+Two sides: the server's (Xvfb, x11vnc, openbox with a configuration that can start no program, the X
+connections that capture and inject; files in a runtime directory only the server can open) and the agent's
+(the apps and everything started for the agent, as the desktop's agent account when it has one; a private
+runtime directory with the display's cookie). A window manager other than openbox runs on the agent's side,
+since it may launch programs (menus, key bindings).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from ..accounts import AGENT_PATH, AgentAccount
 from .events import DesktopEvents
 from .processes import ProcessSupervisor
 from .screen import Screen
+from .wm import write_openbox_config
 from .xinput import Input
 
 log = logging.getLogger(__name__)
@@ -268,20 +269,26 @@ class Desktop:
             os.chown(tmp, self.account.uid, self.account.gid)
 
     def _spawn_window_manager(self) -> Path:
+        """Start the window manager; returns the file it touches once it has started. openbox runs on the
+        server's side with a configuration that can start no program (see :mod:`.wm`), so it outlives resets;
+        any other window manager runs as the agent."""
         name = self.config.window_manager or ""
         argv = [_which(name)] if " " not in name else shlex.split(name)
-        # in the agent's runtime directory: the window manager runs as the agent and touches it when ready
-        ready_file = self.agent_runtime / "wm-ready"
-        if Path(argv[0]).name == "openbox":
-            # openbox runs --startup once it has finished starting; until then it can hold up new clients
-            # for seconds, so the property check below is not enough on its own.
-            argv += ["--startup", f"touch {shlex.quote(str(ready_file))}"]
-        else:
-            ready_file.touch()
+        ready_file = self._runtime / "wm-ready"
         ready_file.unlink(missing_ok=True)
         log_path = self._runtime / "wm.log"
         with open(log_path, "wb") as log_file:
-            self._wm = self.spawn_agent("window-manager", argv, stdout=log_file.fileno(), stderr=log_file.fileno())
+            if Path(argv[0]).name == "openbox":
+                # openbox runs --startup once it has finished starting; until then it can hold up new clients
+                # for seconds, so the property check in _wait_window_manager is not enough on its own.
+                argv += ["--config-file", str(write_openbox_config(self._runtime)), "--sm-disable",
+                         "--startup", f"touch {shlex.quote(str(ready_file))}"]
+                self._wm = self.processes.spawn("window-manager", argv, env=self.server_env(),
+                                                stdout=log_file.fileno(), stderr=log_file.fileno())
+            else:
+                self._wm = self.spawn_agent("window-manager", argv, stdout=log_file.fileno(),
+                                            stderr=log_file.fileno())
+                ready_file.touch()
         return ready_file
 
     def _wait_window_manager(self, ready_file: Path) -> None:
@@ -388,7 +395,7 @@ class Desktop:
 
     def restart_session(self, config: DesktopConfig) -> None:
         """A warm reset: end the agent's side, put input, clipboard and access control back to neutral,
-        relaunch the window manager (with an account, it ended with the rest) and the apps of ``config``,
+        relaunch the apps of ``config`` (and a window manager on the agent's side, which ended with the rest),
         and wait for the screen to settle. The display stays up."""
         self.end_agent_side()
         self.config = config

@@ -2,9 +2,10 @@
 
 * :class:`PeerGuard`: a connection made by a process of an agent account (a session's apps, its bash, a
   browser it drives) is refused, on every route, whatever token it carries: the agent's way in is its MCP
-  endpoint, used by its harness, never the desktop itself. The kernel says who owns the client's socket
-  (``/proc/net/tcp``: the uid column of the connecting socket), so this holds on a tokenless loopback server
-  too, where any local user could otherwise reset the desktop or read another session's state.
+  endpoint, used by its harness, never the desktop itself. The kernel says who owns the client's socket (a
+  sock_diag netlink lookup of that exact connection, or ``/proc/net/tcp`` where netlink is unavailable), so
+  this holds on a tokenless loopback server too, where any local user could otherwise reset the desktop or
+  read another session's state.
 * :class:`HostGuard`: unless both a control token and agent tokens are set, a request whose Origin is not a
   loopback page (or is ``null``: sandboxed frames, ``file:`` pages) is refused, and so is one whose Host is
   not loopback on a loopback-bound server (DNS rebinding).
@@ -19,6 +20,7 @@ import asyncio
 import ipaddress
 import logging
 import socket
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -45,9 +47,63 @@ def _proc_net_key(host: str, port: int) -> str | None:
     return "".join(f"{w:08X}" for w in words) + f":{port:04X}"
 
 
+_SOCK_DIAG_BY_FAMILY = 20
+_NLMSG_ERROR = 2
+_NETLINK_SOCK_DIAG = 4
+
+
+def _diag_address(host: str) -> tuple[int, bytes] | None:
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped  # a dual-stack listener: the client's socket is an IPv4 one
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    return family, address.packed.ljust(16, b"\0")
+
+
+def _owner_by_netlink(client: tuple[str, int], server: tuple[str, int]) -> int | None:
+    """One sock_diag request for exactly this connection: the kernel looks it up by its addresses (O(1),
+    where /proc/net/tcp walks the whole hash table). Raises OSError where sock_diag is unavailable."""
+    src, dst = _diag_address(client[0]), _diag_address(server[0])
+    if src is None or dst is None or src[0] != dst[0]:
+        return None
+    # struct inet_diag_req_v2: family, protocol, ext, pad, states; inet_diag_sockid: sport, dport (big
+    # endian), src[16], dst[16], interface, cookie (none: 2 x ~0)
+    request = struct.pack("=BBBxI", src[0], socket.IPPROTO_TCP, 0, 0xFFFFFFFF)
+    request += struct.pack("!HH", client[1], server[1]) + src[1] + dst[1] + struct.pack("=III", 0, 0xFFFFFFFF,
+                                                                                          0xFFFFFFFF)
+    header = struct.pack("=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, 1, 1, 0)  # NLM_F_REQUEST
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as nl:
+        nl.settimeout(1.0)
+        nl.sendto(header + request, (0, 0))
+        reply = nl.recv(8192)
+    length, kind = struct.unpack_from("=IH", reply, 0)
+    if kind == _NLMSG_ERROR or length < 16 + 72:
+        return None  # no such connection here (its client end is on another machine)
+    # struct inet_diag_msg: 4 bytes, sockid (48), expires, rqueue, wqueue, uid, inode
+    (uid,) = struct.unpack_from("=I", reply, 16 + 4 + 48 + 12)
+    return uid
+
+
+_NETLINK_WORKS = True
+
+
 def socket_owner(client: tuple[str, int], server: tuple[str, int]) -> int | None:
     """The uid that owns the client end of the TCP connection ``client`` -> ``server``, if that end is on
     this machine (in this network namespace); else None."""
+    global _NETLINK_WORKS
+    if _NETLINK_WORKS:
+        try:
+            return _owner_by_netlink(client, server)
+        except OSError as exc:
+            log.info("sock_diag is not available (%s); reading /proc/net/tcp instead", exc)
+            _NETLINK_WORKS = False
+    return _owner_by_proc(client, server)
+
+
+def _owner_by_proc(client: tuple[str, int], server: tuple[str, int]) -> int | None:
     local, remote = _proc_net_key(*client), _proc_net_key(*server)
     if local is None or remote is None:
         return None

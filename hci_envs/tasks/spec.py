@@ -7,7 +7,8 @@
      "checker": {"type": "json", "path": ".form.json", "pointer": "/submitted/name", "equals": "Ada"},
      "max_steps": 30, "time_limit": 120}
 
-In commands, ``{python}`` is the Python running hci-envs and ``{home}`` the session's home directory.
+In commands, ``{python}`` is the Python running hci-envs (the agent's account runs it: the set-up command
+builds ``.venv`` on the system's Python, and the images do too) and ``{home}`` the session's home directory.
 Checkers: ``file`` (exists, equals, contains, matches), ``json`` (a value in a JSON file), ``command`` (a shell
 command's exit code and output, run in the session), ``pixel`` (a screen colour), and ``all`` / ``any`` /
 ``mean`` of others. A task scores 1.0 when its checker passes fully.
