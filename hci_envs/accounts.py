@@ -60,7 +60,9 @@ CAPABILITIES: dict[str, tuple[int, str]] = {
 }
 
 #: World-writable places where an agent can leave files outside its home; swept at reset and session end.
-SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/tmp/.X11-unix", "/tmp/.ICE-unix")
+#: /dev/mqueue holds POSIX message queues (mounted here where it is not, see _mount_mqueue).
+SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/run/lock", "/run/shm", "/tmp/.X11-unix",
+                   "/tmp/.ICE-unix", "/tmp/.font-unix", "/tmp/.XIM-unix", "/tmp/.Test-unix")
 
 #: The PATH agent processes get: the system's programs, never the server's virtual environment.
 AGENT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -158,7 +160,8 @@ class AgentAccount:
         went."""
         removed = 0
         kept = {os.path.realpath(k) for k in keep}
-        for place in SHARED_WRITABLE:
+        _mount_mqueue()
+        for place in dict.fromkeys(os.path.realpath(p) for p in SHARED_WRITABLE):
             try:
                 entries = list(os.scandir(place))
             except OSError:
@@ -214,6 +217,28 @@ def _processes() -> Iterator[tuple[int, int, str]]:
                 break
         if uid is not None:
             yield int(entry.name), uid, state or "?"
+
+
+_MQUEUE_TRIED = False
+
+
+def _mount_mqueue() -> None:
+    """POSIX message queues outlive their processes and can only be listed (and removed) through an mqueue
+    file system; containers have one at /dev/mqueue, a host may not. A root server mounts it, once."""
+    global _MQUEUE_TRIED
+    if _MQUEUE_TRIED:
+        return
+    _MQUEUE_TRIED = True
+    if os.geteuid() != 0 or os.path.ismount("/dev/mqueue"):
+        return
+    try:
+        os.makedirs("/dev/mqueue", mode=0o1777, exist_ok=True)
+    except OSError as exc:
+        log.info("cannot make /dev/mqueue (%s): agents' message queues are not swept", exc)
+        return
+    result = subprocess.run(["mount", "-t", "mqueue", "mqueue", "/dev/mqueue"], capture_output=True, text=True)
+    if result.returncode != 0:
+        log.info("cannot mount /dev/mqueue (%s): agents' message queues are not swept", result.stderr.strip())
 
 
 def _owns_ipc(uid: int) -> bool:

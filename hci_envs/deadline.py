@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from .errors import ActionTimeoutError
+from .errors import ActionError, ActionTimeoutError
 
 _local = threading.local()
 
@@ -45,10 +45,16 @@ def check(what: str) -> None:
         raise ActionTimeoutError(f"{what}: the step's time limit was reached before it started")
 
 
-def sleep(seconds: float, what: str) -> None:
-    """Sleep, but not past the deadline (then raise ActionTimeoutError)."""
+def sleep(seconds: float, what: str, interrupt: threading.Event | None = None) -> None:
+    """Sleep, but not past the deadline (then raise ActionTimeoutError), and not past ``interrupt`` being set
+    (a reset of the episode: then raise ActionError)."""
     left = remaining()
-    if left is not None and left < seconds:
-        time.sleep(max(0.0, left))
+    cut = left is not None and left < seconds
+    duration = max(0.0, left) if cut and left is not None else seconds
+    if interrupt is not None:
+        if interrupt.wait(duration):
+            raise ActionError(f"{what}: interrupted, the episode was reset")
+    else:
+        time.sleep(duration)
+    if cut:
         raise ActionTimeoutError(f"{what}: cut short by the step's time limit")
-    time.sleep(seconds)

@@ -93,6 +93,7 @@ class DesktopEnvironment(Trait):
         #: Called with "reset" after every reset (services such as VNC keep per-episode state).
         self.listeners: list[Any] = []
         self._lock = threading.RLock()
+        self._epoch = 0
         #: Whether the agent side runs as an account of its own ("uid") or as this process's user ("none").
         self.isolation = resolve_isolation(isolation)
         self.max_agent_processes = max_agent_processes
@@ -152,9 +153,27 @@ class DesktopEnvironment(Trait):
     def tools(self) -> dict[str, ToolSpec]:
         return type(self).tool_specs()
 
-    def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> ToolOutput:
+    @property
+    def epoch(self) -> int:
+        """Counts resets (and closing): a call queued in one epoch must not run in the next."""
+        return self._epoch
+
+    def interrupt_agent(self) -> None:
+        """Stop what the agent is doing, from any thread, without the environment's lock: end every process
+        of its account (commands, interpreters, CodeAct, apps) and cut long actions short, so that a reset or
+        a close does not wait behind the agent's calls. Calls still queued see a new epoch and do not run."""
+        self._epoch += 1
+        if self.executor is not None:
+            self.executor.interrupt.set()
+        if self.account is not None:
+            self.account.kill_all()
+
+    def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *, epoch: int | None = None) -> ToolOutput:
         """The model's way in: run one tool. Raises :class:`UnknownToolError`, :class:`InvalidActionError`,
-        :class:`ActionError` or :class:`DesktopDiedError`."""
+        :class:`ActionError` or :class:`DesktopDiedError`. With ``epoch`` (read when the call arrived), a call
+        that waited while the episode was reset is refused instead of acting on the new episode."""
+        if epoch is not None and epoch != self._epoch:
+            raise EnvironmentStateError("the episode was reset (or closed) while this call waited; it did not run")
         spec = self.tools().get(name)
         if spec is None:
             raise UnknownToolError(
@@ -289,7 +308,10 @@ class DesktopEnvironment(Trait):
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, **options: Any) -> Observation:
         """End the episode's processes, restore the start state (or ``snapshot=NAME``), relaunch the apps and
-        return the first observation once the screen is stable."""
+        return the first observation once the screen is stable. The agent's calls in flight are interrupted
+        first (see :meth:`interrupt_agent`), so a reset never waits behind them."""
+        if not self._pristine and self._started and not self._closed:
+            self.interrupt_agent()
         with self._lock:
             if self._closed:
                 raise EnvironmentStateError("the environment is closed")
@@ -347,6 +369,7 @@ class DesktopEnvironment(Trait):
         self._homes.restore(source if source is not None else s.home_template)
         if reuse:
             desktop.restart_session(config)
+            self.executor.interrupt.clear()
         else:
             desktop = Desktop(config, account=self.account, max_processes=self.max_agent_processes).start()
             self.desktop = desktop
@@ -637,6 +660,8 @@ class DesktopEnvironment(Trait):
         return None
 
     def close(self) -> None:
+        if not self._closed:
+            self.interrupt_agent()
         with self._lock:
             if self._closed:
                 return

@@ -65,6 +65,8 @@ class Executor:
         #: Set while a human holds the desktop; input actions are refused with the reason it holds.
         self.input_blocked: Callable[[], str | None] = lambda: None
         self._lock = threading.RLock()
+        #: Set while the episode is being reset: long actions (wait) stop at once.
+        self.interrupt = threading.Event()
         self._frame_cache: tuple[Any, int, Any] | None = None  # (params, damage generation, image)
         self._handlers: dict[str, Callable[[Any], ActionResult]] = {
             name: getattr(self, f"_do_{name}") for name in A.ACTIONS
@@ -230,7 +232,7 @@ class Executor:
             events.set_clipboard(previous)  # put back what the user had copied
 
     def _do_wait(self, a: A.Wait) -> ActionResult:
-        deadline.sleep(a.ms / 1000, "wait")
+        deadline.sleep(a.ms / 1000, "wait", self.interrupt)
         return ActionResult(a.type, f"waited {a.ms} ms")
 
     def _do_clipboard_set(self, a: A.ClipboardSet) -> ActionResult:

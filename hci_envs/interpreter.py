@@ -48,9 +48,16 @@ def _worker_source() -> str:
     return _WORKER_SOURCE
 DEFAULT_MAX_OUTPUT = 64 * 1024
 INTERRUPT_GRACE = 2.0
-#: The longest message the server reads from a worker (its output is capped before it is sent; a worker that
-#: writes more, which only code that escaped its namespace can, is restarted rather than read into memory).
-MAX_MESSAGE = 256 * 1024 * 1024
+#: The longest message the server reads from a worker beyond what a run's output may take (its output is capped
+#: before it is sent; a worker that writes more, which only code that escaped its namespace can, is restarted
+#: rather than read into memory).
+MESSAGE_SLACK = 4 * 1024 * 1024
+
+
+def message_limit(max_output: int) -> int:
+    """Bytes a worker's answer may take: stdout and stderr of ``max_output`` characters each, JSON-escaped (at
+    most 6 bytes a character), and the slack for tool calls and the rest."""
+    return 12 * max_output + MESSAGE_SLACK
 
 
 @dataclass
@@ -118,7 +125,7 @@ class Interpreter:
         self._proc: subprocess.Popen[bytes] | None = None
         self._to: Any = None
         self._from: int | None = None
-        self._buffer = b""
+        self._buffer = bytearray()
         self._lock = threading.Lock()
         self._definitions: list[str] = []
 
@@ -146,7 +153,7 @@ class Interpreter:
         self._proc = proc
         self._to = os.fdopen(to_w, "w", encoding="utf-8")
         self._from = from_r
-        self._buffer = b""
+        self._buffer = bytearray()
         for source in self._definitions:
             self._send({"op": "define", "source": source})
             self._receive(time.monotonic() + 10)
@@ -159,9 +166,13 @@ class Interpreter:
         self._to.write(json.dumps(message) + "\n")
         self._to.flush()
 
-    def _receive(self, deadline: float) -> dict[str, Any] | None:
-        """The next message, or None at the deadline. Raises EOFError if the worker died."""
-        while b"\n" not in self._buffer:
+    def _receive(self, deadline: float, limit: int = MESSAGE_SLACK) -> dict[str, Any] | None:
+        """The next message, or None at the deadline. Raises EOFError if the worker died and ValueError if
+        it sends a message longer than ``limit`` bytes. Reads append to one buffer and only the new bytes
+        are searched for the end of the line (no quadratic work on a long message)."""
+        buffer = self._buffer
+        end = buffer.find(b"\n")
+        while end < 0:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
@@ -170,10 +181,13 @@ class Interpreter:
                 chunk = os.read(self._from, 1 << 20)
                 if not chunk:
                     raise EOFError("the interpreter exited")
-                self._buffer += chunk
-                if len(self._buffer) > MAX_MESSAGE and b"\n" not in chunk:
-                    raise ValueError(f"the interpreter sent a message over {MAX_MESSAGE} bytes")
-        line, _, self._buffer = self._buffer.partition(b"\n")
+                start = len(buffer)
+                buffer += chunk
+                end = buffer.find(b"\n", start)
+                if (end if end >= 0 else len(buffer)) > limit:
+                    raise ValueError(f"the interpreter sent a message over {limit} bytes")
+        line = bytes(buffer[:end])
+        del buffer[:end + 1]
         return json.loads(line)
 
     def close(self) -> None:
@@ -190,7 +204,7 @@ class Interpreter:
         except OSError:
             pass
         self._to = self._from = None
-        self._buffer = b""
+        self._buffer = bytearray()
         if proc is not None and proc.poll() is None:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -219,7 +233,7 @@ class Interpreter:
                 self._send({"op": "run", "code": code, "max_output": max_output})
                 while True:
                     wait_until = deadline if interrupted_at is None else interrupted_at + INTERRUPT_GRACE
-                    message = self._receive(wait_until)
+                    message = self._receive(wait_until, message_limit(max_output))
                     if message is None:
                         if interrupted_at is None:
                             interrupted_at = time.monotonic()

@@ -11,10 +11,11 @@ Standard library only. The code's prints are captured and returned.
 
 The worker runs as the session's agent account (the boundary is that uid, not the namespace's filtering).
 With ``--contained`` (CodeAct of an environment that gives the agent no programs), it also installs a seccomp
-filter before it reads its first request: no execve, no new processes (threads only), no sockets, no tracing
-or reading other processes' memory, no io_uring, and no file changes (no open for writing, no unlink, rename,
-link, mkdir, chmod, chown, truncate). Whatever escapes the namespace can then read what the agent may read and
-call the tools, and nothing else. If the filter cannot be installed, every request is refused (fail closed).
+filter before it reads its first request: an allow-list of the system calls CPython needs to compute, read
+files, sleep and run threads; everything else fails (no execve, no new processes, no sockets, no tracing, no
+IPC objects, no file changes: open only for reading). Whatever escapes the namespace can then read what the
+agent may read and call the tools, and nothing else. If the filter cannot be installed, every request is
+refused (fail closed).
 """
 
 from __future__ import annotations
@@ -99,21 +100,29 @@ def _namespace(codeact: bool) -> dict:
 
 # -- containment (x86_64 Linux; elsewhere --contained refuses to run code) ---------------------------------
 _EPERM, _ENOSYS = 1, 38
-_X86_64_DENIED = (
-    59, 322,  # execve, execveat
-    101, 310, 311, 438, 440,  # ptrace, process_vm_readv/writev, pidfd_getfd, process_madvise
-    57, 58,  # fork, vfork (clone is allowed for threads only, below)
-    41, 53,  # socket, socketpair
-    425, 426, 427, 321, 323, 298,  # io_uring_*, bpf, userfaultfd, perf_event_open
-    165, 166, 272, 308, 250, 248, 249,  # mount, umount2, unshare, setns, keyctl, add_key, request_key
-    85, 87, 263, 82, 264, 316, 86, 265, 88, 266, 83, 258, 84,  # creat, unlink*, rename*, link*, symlink*, mkdir*, rmdir
-    90, 91, 268, 452, 92, 93, 94, 260,  # chmod*, chown*
-    76, 77, 133, 259, 132, 235, 280, 261,  # truncate, ftruncate, mknod*, utime*
-    188, 189, 190, 197, 198, 199, 304,  # *setxattr, *removexattr, open_by_handle_at
+#: The system calls a contained worker may make (x86_64): what CPython needs to compute, read files, sleep,
+#: run threads and talk over its two pipes. Everything else fails with EPERM: a list of what to forbid would
+#: miss the calls each new kernel adds (setxattrat, file_setattr, ...).
+_X86_64_ALLOWED = (
+    0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,  # read write close stat fstat lstat poll lseek mmap ...
+    17, 19, 20, 21, 22, 23, 24, 25, 27, 28,  # pread64 readv writev access pipe select sched_yield mremap ...
+    32, 33, 34, 35, 36, 37, 38, 39,  # dup dup2 pause nanosleep getitimer alarm setitimer getpid
+    60, 63, 72, 78, 79, 80, 81, 89, 95, 96, 97, 98, 99, 100,  # exit uname fcntl getdents getcwd chdir ...
+    102, 104, 107, 108, 110, 111, 115, 118, 120, 121, 124, 125,  # get*id getppid getpgrp ... capget
+    127, 128, 130, 131, 137, 138, 140, 143, 145, 146, 147,  # rt_sig* sigaltstack statfs getpriority sched_get*
+    157, 158, 186, 201, 202, 204, 217, 218,  # prctl arch_prctl gettid time futex sched_getaffinity getdents64 ...
+    228, 229, 230, 231, 234,  # clock_gettime clock_getres clock_nanosleep exit_group tgkill
+    262, 267, 269, 270, 271, 273, 292, 293,  # newfstatat readlinkat faccessat pselect6 ppoll set_robust_list dup3 pipe2
+    318, 324, 332, 334, 436, 439,  # getrandom membarrier statx rseq close_range faccessat2
 )
 _X86_64_ENOSYS = (435, 437)  # clone3, openat2: libc falls back to clone and openat, which are checked
+#: open(path, flags) and openat(dirfd, path, flags): reading only (the offset of flags in seccomp_data)
+_X86_64_OPENS = ((2, 24), (257, 32))
 _WRITE_FLAGS = 0o1 | 0o2 | 0o100 | 0o1000  # O_WRONLY | O_RDWR | O_CREAT | O_TRUNC
+_CLONE = 56  # threads only
 _CLONE_THREAD = 0x10000
+_IOCTL = 16  # terminal and descriptor queries only: TCGETS TIOCGWINSZ FIONREAD FIONBIO FIONCLEX FIOCLEX
+_IOCTLS = (0x5401, 0x5413, 0x541B, 0x5421, 0x5450, 0x5451)
 
 
 def _seccomp_program() -> list:
@@ -126,15 +135,19 @@ def _seccomp_program() -> list:
     arch_x86_64, kill_process = 0xC000003E, 0x80000000
     prog = [(ld, 0, 0, 4), (jeq, 1, 0, arch_x86_64), (ret, 0, 0, kill_process), (ld, 0, 0, 0),
             (jge, 0, 1, 0x40000000), (ret, 0, 0, deny)]  # the x32 ABI's numbers
-    for nr in _X86_64_DENIED:
-        prog += [(jeq, 0, 1, nr), (ret, 0, 0, deny)]
+    for nr in _X86_64_ALLOWED:
+        prog += [(jeq, 0, 1, nr), (ret, 0, 0, allow)]
     for nr in _X86_64_ENOSYS:
         prog += [(jeq, 0, 1, nr), (ret, 0, 0, nosys)]
-    for nr, flags_offset in ((2, 24), (257, 32)):  # open(path, flags), openat(dirfd, path, flags)
+    for nr, flags_offset in _X86_64_OPENS:
         prog += [(jeq, 0, 4, nr), (ld, 0, 0, flags_offset), (jset, 0, 1, _WRITE_FLAGS), (ret, 0, 0, deny),
                  (ret, 0, 0, allow)]
-    prog += [(jeq, 0, 4, 56), (ld, 0, 0, 16), (jset, 1, 0, _CLONE_THREAD), (ret, 0, 0, deny), (ret, 0, 0, allow)]
-    prog.append((ret, 0, 0, allow))
+    prog += [(jeq, 0, 4, _CLONE), (ld, 0, 0, 16), (jset, 1, 0, _CLONE_THREAD), (ret, 0, 0, deny),
+             (ret, 0, 0, allow)]
+    prog += [(jeq, 0, 2 * len(_IOCTLS) + 2, _IOCTL), (ld, 0, 0, 24)]  # ioctl(fd, request, ...)
+    for request in _IOCTLS:
+        prog += [(jeq, 0, 1, request), (ret, 0, 0, allow)]
+    prog += [(ret, 0, 0, deny), (ret, 0, 0, deny)]  # an ioctl not listed; anything else
     return prog
 
 

@@ -29,10 +29,13 @@ def agent_writable_dir(prefix: str = "hci-envs-test-") -> Path:
     """A folder the agent account of any session can write into and replace files in (apps of several
     sessions report their state there): pytest's own temporary folders are private to the user running the
     tests."""
+    import atexit
+    import shutil
     import tempfile
 
     path = Path(tempfile.mkdtemp(prefix=prefix))
     os.chmod(path, 0o777)
+    atexit.register(shutil.rmtree, path, True)
     return path
 
 

@@ -152,6 +152,28 @@ def test_the_server_refuses_the_agent_side_whatever_it_presents(server):
         )
         out = a.mcp.ok("python", {"code": probe}).structured_content["stdout"]
         assert out.split("\n")[:3] == ["/health 403 AGENT_PEER", "/sessions 403 AGENT_PEER", "/state 403 AGENT_PEER"], out
+        # from any of the machine's addresses, not only loopback ones: a local socket is a local socket
+        port = server.port
+        sources = a.mcp.ok("python", {"code": (
+            "import socket, subprocess\n"
+            "addresses = ['127.0.0.1', '127.0.0.2', *subprocess.run(['hostname', '-I'], capture_output=True, "
+            "text=True).stdout.split()]\n"
+            "for source in addresses:\n"
+            "    family = socket.AF_INET6 if ':' in source else socket.AF_INET\n"
+            "    target = '::1' if family == socket.AF_INET6 else '127.0.0.1'\n"
+            "    try:\n"
+            "        s = socket.socket(family)\n"
+            "        s.bind((source, 0))\n"
+            f"        s.connect((target, {port}))\n"
+            "    except OSError as e:\n"
+            "        print(source, 'unreachable', e.errno)\n"
+            "        continue\n"
+            "    s.sendall(b'GET /sessions HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nConnection: close\\r\\n\\r\\n')\n"
+            "    print(source, s.recv(100).split(b'\\r\\n')[0].decode())\n")}).structured_content["stdout"]
+        lines = sources.strip().splitlines()
+        assert len(lines) >= 3, sources
+        assert all("403" in line or "unreachable" in line for line in lines), sources
+        assert sum("403" in line for line in lines) >= 3, sources
         # the raw VNC port too: the connection is closed before any handshake
         port = a.state["vnc_native_port"]
         banner = a.mcp.ok("python", {"code": (
@@ -283,6 +305,44 @@ def test_daemons_do_not_survive_reset_or_close(server):
         assert wait_until(lambda: not account_pids(uid), 10), account_pids(uid)
 
 
+STASH = """
+import ctypes, os, subprocess
+os.umask(0)
+for place in ('/tmp', '/var/tmp', '/dev/shm', '/run/lock'):
+    open(place + '/stash-' + TAG, 'w').write('from the last episode')
+libc = ctypes.CDLL('librt.so.1', use_errno=True)
+libc.mq_open.restype = ctypes.c_int
+queue = libc.mq_open(b'/stash-' + TAG.encode(), os.O_RDWR | os.O_CREAT, 0o666, None)
+print('queue', queue, ctypes.get_errno())
+print('shm', subprocess.run(['ipcmk', '-M', '4096'], capture_output=True, text=True).stdout.strip())
+"""
+
+PROBE_STASH = """
+import ctypes, os, subprocess
+left = [p for p in ('/tmp', '/var/tmp', '/dev/shm', '/run/lock') if os.path.exists(p + '/stash-' + TAG)]
+libc = ctypes.CDLL('librt.so.1', use_errno=True)
+queue = libc.mq_open(b'/stash-' + TAG.encode(), os.O_RDONLY, 0, None)
+table = open('/proc/sysvipc/shm').read().splitlines()
+column = table[0].split().index('uid')
+segments = [line for line in table[1:] if int(line.split()[column]) == os.getuid()]
+print('left', left, 'queue', queue, 'segments', len(segments))
+"""
+
+
+def test_nothing_the_agent_stashes_outlives_the_episode(server):
+    """Files in shared writable places, POSIX message queues and System V shared memory are gone at reset:
+    the next episode (or session) on the same account finds nothing of this one."""
+    tag = secrets.token_hex(4)
+    with session(server) as a:
+        made = a.mcp.ok("python", {"code": f"TAG = {tag!r}" + STASH}).structured_content["stdout"]
+        assert "queue -1" not in made and "Shared memory id" in made, made
+        assert "queue -1" not in a.mcp.ok("python", {"code": f"TAG = {tag!r}" + PROBE_STASH}).structured_content["stdout"]
+        with control(server) as http:
+            assert http.post(f"/sessions/{a.state['session_id']}/reset", json={}).status_code == 200
+        left = a.mcp.ok("python", {"code": f"TAG = {tag!r}" + PROBE_STASH}).structured_content["stdout"]
+        assert left.strip() == "left [] queue -1 segments 0", left
+
+
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
 def test_daemons_do_not_survive_the_server(x11, how):
     proc = ServerProcess("--env", "workstation", "--agent-tokens")
@@ -371,6 +431,13 @@ attempt('write-home', lambda: B.open('notes.txt', 'w').write('x'))
 attempt('mkdir', lambda: os_.mkdir('escape-dir'))
 attempt('socket', lambda: B.eval("__import__('socket')", {'__builtins__': B}).socket())
 attempt('memory', lambda: B.open('/proc/%s/mem' % mine[0], 'r+b'))
+attempt('xattr', lambda: os_.setxattr('.', 'user.mark', b'1'))
+def ipc():
+    libc = B.eval("__import__('ctypes')", {'__builtins__': B}).CDLL(None, use_errno=True)
+    if libc.shmget(0, 4096, 0o1000 | 0o666) == -1:
+        raise OSError('shmget failed')
+    return 'made a shared memory segment'
+attempt('ipc', ipc)
 print('read-ok', len(B.open('/etc/hostname').read()) >= 0)
 """
 
@@ -384,7 +451,7 @@ def test_codeact_without_shell_traits_cannot_start_programs_or_write(desktop_ser
     with McpClient(info["mcp_code_url"], info.get("agent_token")) as client:
         out = client.call("execute_code", {"code": code}).structured_content["stdout"]
     assert "ALLOWED" not in out, out
-    assert out.count("refused") == 9 and "NameError" not in out, out
+    assert out.count("refused") == 11 and "NameError" not in out, out
     assert "read-ok True" in out, out  # reading is not the point: it is the agent's own view
     assert not os.path.exists(marker)
 
@@ -493,6 +560,57 @@ def test_one_session_flooding_does_not_starve_another(server):
             flood_session.__exit__(None, None, None)  # closing the session ends its queue
             pool.shutdown(wait=True)
         assert all(f.done() for f in futures)
+
+
+def test_a_reset_does_not_wait_behind_the_agents_calls(server):
+    """The harness resets while the agent has long commands running and more queued: the reset ends them
+    instead of waiting (up to their 600 s timeouts), and calls queued in the old episode do not run in the
+    new one."""
+    with session(server) as a, control(server) as http:
+        results: list[Any] = []
+
+        def long_call(i: int) -> None:
+            if i % 2:
+                results.append(a.mcp.call("bash", {"command": "sleep 120; echo finished", "timeout": 600}))
+            else:
+                results.append(a.mcp.call("wait", {"ms": 60000}))
+
+        pool = ThreadPoolExecutor(10)
+        try:
+            for i in range(10):  # 4 run at once, 6 wait in the session's queue
+                pool.submit(long_call, i)
+            time.sleep(1.5)
+            started = time.monotonic()
+            reply = http.post(f"/sessions/{a.state['session_id']}/reset", json={})
+            took = time.monotonic() - started
+            assert reply.status_code == 200, reply.text
+            assert took < 30, f"the reset waited {took:.0f}s behind the agent's calls"
+        finally:
+            pool.shutdown(wait=True)
+        texts = [text_of(r) for r in results]
+        assert len(texts) == 10 and not any("finished" in t for t in texts), texts
+        assert sum("was reset" in t or "interrupted" in t or "exit code -9" in t or "exit code None" in t
+                   for t in texts) == 10, texts
+        assert a.out("echo next episode").strip() == "next episode"
+
+
+def test_an_agent_cannot_catch_another_sessions_x_connections(server):
+    """X clients connect to a display's abstract socket first: an agent that could bind the name of another
+    session's display would receive that session's connections and their cookies."""
+    with session(server) as a, session(server) as b:
+        theirs = b.out("echo $DISPLAY").strip().lstrip(":")
+        mine = a.out("echo $DISPLAY").strip().lstrip(":")
+        out = a.mcp.ok("python", {"code": (
+            "import socket\n"
+            f"for n in ({theirs}, {mine}):\n"
+            "    s = socket.socket(socket.AF_UNIX)\n"
+            "    try:\n"
+            "        s.bind('\\0/tmp/.X11-unix/X%d' % n)\n"
+            "        print(n, 'BOUND')\n"
+            "    except OSError as e:\n"
+            "        print(n, 'in use', e.errno)\n")}).structured_content["stdout"]
+        assert "BOUND" not in out and out.count("in use 98") == 2, out  # EADDRINUSE: Xvfb holds both
+        assert b.out("xdpyinfo >/dev/null && echo reached").strip() == "reached"
 
 
 def test_step_timeout_is_honoured(server):

@@ -166,3 +166,41 @@ def test_a_failing_task_is_reported_and_the_run_goes_on(world, tmp_path):
     assert _time.monotonic() - started < 60
     data = json.loads((tmp_path / "report.json").read_text())
     assert data["summary"]["errors"] == 3 and data["summary"]["tasks"] == 4
+
+
+def test_a_task_file_readable_by_agents_is_called_out(tmp_path, capsys):
+    import os
+
+    from helpers import agent_writable_dir
+
+    from hci_envs.tasks.world import warn_if_readable_by_agents
+
+    shared = agent_writable_dir() / "tasks.jsonl"
+    shared.write_text("{}\n")
+    os.chmod(shared, 0o644)
+    assert warn_if_readable_by_agents(shared)
+    assert f"chmod go-r {shared}" in capsys.readouterr().err
+    os.chmod(shared, 0o600)
+    assert not warn_if_readable_by_agents(shared)
+    from hci_envs.tasks import BUILTIN
+
+    assert not warn_if_readable_by_agents(BUILTIN)  # the set-up command made the built-in suite private
+
+
+def test_a_huge_sparse_file_fails_its_check_instead_of_filling_the_servers_memory(x11):
+    from traits import WorkstationEnv
+
+    from hci_envs.tasks.scoring import score
+    from hci_envs.tasks.spec import parse_task
+
+    task = parse_task({"id": "t", "instruction": "x", "checker": {"type": "file", "path": "notes.txt",
+                                                                   "contains": "done"}})
+    with WorkstationEnv() as env:
+        env.reset()
+        env.call_tool("bash", {"command": "truncate -s 3G notes.txt; mkfifo pipe.json"})  # as the agent would
+        result = score(task.checker, env)
+        assert result.value == 0.0 and "more than a checker reads" in result.details[0], result
+        json_task = parse_task({"id": "j", "instruction": "x", "checker": {"type": "json", "path": "pipe.json",
+                                                                          "pointer": "/a", "equals": 1}})
+        result = score(json_task.checker, env)  # a named pipe: refused, not waited on
+        assert result.value == 0.0 and "unreadable" in result.details[0], result

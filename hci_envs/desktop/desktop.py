@@ -238,8 +238,11 @@ class Desktop:
         log_path = self._runtime / "xvfb.log"
         read_fd, write_fd = os.pipe()
         c = self.config
+        _own_socket_dir()
         argv = [
             xvfb, "-displayfd", str(write_fd), "-screen", "0", f"{c.width}x{c.height}x{c.depth}",
+            # The abstract socket stays on: X clients try it first, and a name Xvfb does not hold could be
+            # bound by an agent to catch other sessions' connections (and their cookies).
             "-dpi", str(c.dpi), "-nolisten", "tcp", "-auth", str(server_auth), "-noreset",
             "+extension", "RANDR",
         ]
@@ -485,6 +488,24 @@ class Desktop:
         if self.account is not None:
             shutil.rmtree(self.agent_runtime, ignore_errors=True)
         shutil.rmtree(self._runtime, ignore_errors=True)
+
+
+X_SOCKET_DIR = Path("/tmp/.X11-unix")
+
+
+def _own_socket_dir() -> None:
+    """Where the X socket folder does not exist yet (a container's fresh /tmp), make it the server's, 0755: X
+    clients only need to reach the sockets, and agents cannot then leave socket files there that a server
+    without the right to remove them would take for a display in use. An existing folder (made world-
+    writable and sticky by the system) is left alone: a root X server replaces a stale socket itself."""
+    try:
+        X_SOCKET_DIR.mkdir(mode=0o755)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        log.info("cannot make %s: %s", X_SOCKET_DIR, exc)
+        return
+    os.chmod(X_SOCKET_DIR, 0o755)
 
 
 def _user_name() -> str:

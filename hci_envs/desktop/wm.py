@@ -32,7 +32,7 @@ def write_openbox_config(directory: Path) -> Path:
     """A copy of the system's openbox configuration that can start no program; returns rc.xml's path."""
     menu = directory / "openbox-menu.xml"
     menu.write_text('<?xml version="1.0" encoding="UTF-8"?>\n'
-                    f'<openbox_menu xmlns="http://openbox.org/3.4/menu"><menu id="root-menu" label=""/></openbox_menu>\n')
+                    '<openbox_menu xmlns="http://openbox.org/3.4/menu"><menu id="root-menu" label=""/></openbox_menu>\n')
     try:
         tree = ET.parse(SYSTEM_RC)
     except (OSError, ET.ParseError):

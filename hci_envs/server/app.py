@@ -21,7 +21,7 @@ from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from .. import __version__
 from ..errors import AuthError, ConfigError, HciEnvsError, SessionNotFoundError

@@ -101,7 +101,7 @@ def install_control_plane(app: FastAPI, server: HciServer) -> None:
     guard = [Depends(require_control)]
 
     async def run(session: Session, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await session.run_sync(fn, *args, **kwargs)
+        return await session.run_control(fn, *args, **kwargs)
 
     def session_for(session_id: str | None) -> Session:
         return server.sessions.get(session_id) if session_id else server.sessions.default()
@@ -357,7 +357,7 @@ async def _ws_mcp(session: Session, request: Any, run: Any) -> dict[str, Any]:
         if not isinstance(name, str):
             return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "missing tool name", "data": None}}
         try:
-            out = await run(session, env.call_tool, name, params.get("arguments") or {})
+            out = await session.run_sync(env.call_tool, name, params.get("arguments") or {}, epoch=env.epoch)
             result = output_to_mcp_dict(out)
         except HciEnvsError as exc:
             result = {"content": [{"type": "text", "text": exc.message}], "structured_content": {"error": exc.to_dict()},

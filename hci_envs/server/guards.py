@@ -129,17 +129,68 @@ def _owner_by_proc(client: tuple[str, int], server: tuple[str, int]) -> int | No
     return None
 
 
-def _is_local_peer(client: tuple[str, int], server: tuple[str, int]) -> bool:
-    host = client[0]
-    return is_loopback(host) or host == server[0] or host.removeprefix("::ffff:") == server[0].removeprefix("::ffff:")
-
-
 async def _refuse(scope: Scope, receive: Receive, send: Send, status: int, code: str, message: str) -> None:
     if scope["type"] == "http":
         body = {"error": {"code": code, "message": message}, "detail": message}
         await JSONResponse(body, status_code=status)(scope, receive, send)
     else:
         await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})
+
+
+def is_local_address(host: str) -> bool:
+    """Whether ``host`` is an address of this machine (in this network namespace): only local processes can
+    send from one, since the kernel drops packets from outside that claim a local source."""
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    if address.is_loopback:
+        return True
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.bind((str(address), 0))  # succeeds only for an address of one of our interfaces
+        except OSError:
+            return False
+    return True
+
+
+def _owner_by_port(client_port: int, server: tuple[str, int]) -> int | None:
+    """The owner of a socket connected to ``server`` from local port ``client_port``, whatever its local
+    address: a connection whose source address was rewritten on the way (a masquerading rule for a
+    container network applies to loopback traffic too) has no socket with the tuple the server sees."""
+    remote = _proc_net_key(*server)
+    if remote is None:
+        return None
+    owner = None
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, "rb") as f:
+                lines = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 7 and fields[2].decode() == remote and int(fields[1].rsplit(b":", 1)[1], 16) == client_port:
+                owner = int(fields[7])
+    return owner
+
+
+def is_agent_connection(client: tuple[str, int], server: tuple[str, int], agent_uids: frozenset[int]) -> bool:
+    """Whether the TCP connection ``client`` -> ``server`` was made by a process of an agent account. Every
+    connection is asked about, whatever its source address (a local process may bind any of the machine's
+    addresses); one from this machine whose owner cannot be found counts as an agent's (fail closed)."""
+    if not agent_uids:
+        return False
+    owner = socket_owner(client, server)
+    if owner is not None:
+        return owner in agent_uids
+    if not is_local_address(client[0]):
+        return False  # a client on another machine
+    owner = _owner_by_port(client[1], server)
+    return owner is None or owner in agent_uids
 
 
 class PeerGuard:
@@ -150,10 +201,9 @@ class PeerGuard:
         self.agent_uids = agent_uids
 
     def refuses(self, client: Any, server: Any) -> bool:
-        if not client or not server or not _is_local_peer(client, server):
+        if not client or not server:
             return False
-        uids = self.agent_uids()
-        return bool(uids) and socket_owner(tuple(client), tuple(server)) in uids
+        return is_agent_connection(tuple(client), tuple(server), self.agent_uids())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket") and self.refuses(scope.get("client"), scope.get("server")):

@@ -103,7 +103,8 @@ def _wrapper(spec: ToolSpec, get_session: Callable[[Any], Any], context_type: ty
     async def call(ctx: Any, **arguments: Any) -> Any:
         try:
             session = get_session(ctx)
-            return _result(await session.run_sync(session.env.call_tool, spec.name, arguments))
+            epoch = session.env.epoch  # a reset while the call waits in the session's queue voids it
+            return _result(await session.run_sync(session.env.call_tool, spec.name, arguments, epoch=epoch))
         except HciEnvsError as exc:
             return _error(exc)
 

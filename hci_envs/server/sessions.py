@@ -4,9 +4,11 @@ The server has a default session (HTTP /reset, /step, /state and /mcp act on it)
 connection gets a session of its own, closed with the connection. ``max_sessions`` bounds them all, and a
 reaper closes sessions idle for longer than ``idle_timeout``.
 
-Fair share: every blocking call of a session (tool calls, steps, resets) runs in a worker thread under the
+Fair share: every blocking call of a session's agent (tool calls) runs in a worker thread under the
 session's own limiter, so one session's flood of slow calls waits in its own queue (without holding
-threads) while other sessions' calls start at once; a session's queue is bounded.
+threads) while other sessions' calls start at once; a session's queue is bounded. The control plane's calls
+(reset, step, snapshot) have a limiter of their own: a reset never queues behind the agent's calls (it
+interrupts them, see DesktopEnvironment.interrupt_agent).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class Session:
 
     _start_lock: Any = None
     _limiter: Any = None
+    _control_limiter: Any = None
 
     async def run_sync(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a blocking call of this session in a worker thread, under the session's own limiter."""
@@ -64,6 +67,13 @@ class Session:
             )
         return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self._limiter)
 
+    async def run_control(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a blocking control-plane call (reset, step, snapshot) of this session, apart from the agent's
+        queue."""
+        if self._control_limiter is None:
+            self._control_limiter = anyio.CapacityLimiter(2)
+        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self._control_limiter)
+
     async def ensure_started(self) -> None:
         """Bring up the desktop of a session created without one (a lazy default session) on first use."""
         if self.env.desktop is not None or self.closed:
@@ -72,7 +82,7 @@ class Session:
             self._start_lock = asyncio.Lock()
         async with self._start_lock:
             if self.env.desktop is None:
-                await self.run_sync(self.env.start)
+                await self.run_control(self.env.start)
 
     @property
     def idle_seconds(self) -> float:
@@ -141,7 +151,7 @@ class SessionManager:
                               concurrency=self.concurrency, max_queued=self.max_queued)
             self.setup(session)
             if start:
-                await session.run_sync(env.start)
+                await session.run_control(env.start)
         except BaseException:
             if env is not None:
                 await anyio.to_thread.run_sync(env.close)

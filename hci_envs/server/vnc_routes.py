@@ -20,7 +20,7 @@ from ..errors import ConfigError, SessionNotFoundError
 from ..vnc.proxy import AsyncioStream, VncSession, WebSocketStream, finish_security, viewer_handshake
 from ..vnc.rfb import SECURITY_NONE, SECURITY_VNC, RfbError
 from .app import HciServer, bearer
-from .guards import peer_of, socket_owner
+from .guards import is_agent_connection, peer_of
 from .sessions import Session
 
 log = logging.getLogger(__name__)
@@ -172,7 +172,7 @@ async def start_native_listener(server: HciServer) -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         stream = AsyncioStream(reader, writer)
         peer = peer_of(writer)
-        if peer is not None and server.agent_uids and socket_owner(*peer) in server.agent_uids:
+        if peer is not None and is_agent_connection(*peer, server.agent_uids):
             await stream.close()  # the agent side of a session: see hci_envs.server.guards
             return
         try:

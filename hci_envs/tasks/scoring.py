@@ -34,6 +34,28 @@ def _inside_home(env: Any, relative: str) -> Path:
     return path
 
 
+#: The largest file a checker reads: the agent makes the files it reads, and a sparse file of many gigabytes
+#: costs the agent nothing and the server its memory.
+MAX_CHECKED_FILE = 16 * 1024 * 1024
+
+
+def read_agent_file(path: Path, limit: int = MAX_CHECKED_FILE) -> bytes:
+    """A regular file of the agent's, read without following a symlink at its end and only if it is at most
+    ``limit`` bytes long (else OSError EFBIG)."""
+    import errno
+    import os
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if st.st_size > limit:
+            raise OSError(errno.EFBIG, f"{st.st_size} bytes, more than a checker reads ({limit})")
+        return f.read(limit + 1)[:limit]
+
+
 def _pointer(data: Any, pointer: str) -> tuple[bool, Any]:
     for part in [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]]:
         if isinstance(data, dict) and part in data:
@@ -69,7 +91,10 @@ def _one(check: Any, env: Any) -> tuple[bool, str]:
             return (not check.exists), f"{check.path}: {'absent' if check.exists else 'absent, as wanted'}"
         if not check.exists:
             return False, f"{check.path}: exists, but should not"
-        text = path.read_text(encoding="utf-8", errors="replace")
+        try:
+            text = read_agent_file(path).decode("utf-8", errors="replace")
+        except OSError as exc:
+            return False, f"{check.path}: unreadable ({exc.strerror or exc})"
         if check.equals is not None and text != check.equals:
             return False, f"{check.path}: {text[:80]!r} is not {check.equals[:80]!r}"
         if check.contains is not None and check.contains not in text:
@@ -80,7 +105,7 @@ def _one(check: Any, env: Any) -> tuple[bool, str]:
     if isinstance(check, JsonCheck):
         path = _inside_home(env, check.path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_agent_file(path).decode("utf-8"))
         except (OSError, ValueError) as exc:
             return False, f"{check.path}: unreadable ({exc})"
         found, value = _pointer(data, check.pointer)

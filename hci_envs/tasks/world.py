@@ -90,6 +90,8 @@ class World:
         self.tasks = load_tasks(tasks) if isinstance(tasks, str | Path) else list(tasks)
         if not self.tasks:
             raise HciEnvsError("a world needs at least one task")
+        if isinstance(tasks, str | Path):
+            warn_if_readable_by_agents(Path(tasks))
         self._own_env = env is None
         self.env = env if env is not None else plugins.load(plugins.ENVIRONMENTS, env_name)()
         self.record_dir = Path(record_dir) if record_dir else None
@@ -242,6 +244,25 @@ class World:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def warn_if_readable_by_agents(path: Path) -> bool:
+    """Say so when a task file, which holds its checkers' answers, is readable by other users (the agents'
+    accounts among them); returns whether it is."""
+    import logging
+    import stat
+
+    try:
+        readable = bool(path.stat().st_mode & stat.S_IROTH) and all(
+            parent.stat().st_mode & stat.S_IXOTH for parent in path.resolve().parents)
+    except OSError:
+        return False
+    if readable:
+        message = (f"the task file {path} is readable by every user, the agents' accounts included: they could "
+                   f"read the checkers' answers. Make it private: chmod go-r {path}")
+        logging.getLogger(__name__).warning(message)
+        print(f"hci-envs: WARNING: {message}", file=sys.stderr, flush=True)
+    return readable
 
 
 def _describe(exc: BaseException) -> str:
