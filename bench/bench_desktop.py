@@ -117,16 +117,17 @@ def main() -> None:
             lambda: (mcp.ok("click", {"x": 100, "y": 100}), mcp.ok("screenshot", {"format": "png"})), n))
 
     print("in-process floor: grab + encode, animating screen")
-    from hci_envs.desktop import AppSpec, Desktop, DesktopConfig
+    from hci_envs import AppState, StartState
+    from hci_envs.desktop import Desktop
 
-    with Desktop(DesktopConfig(apps=[AppSpec([sys.executable, str(ANIMATE), "1280", "800"])])) as desktop:
+    with Desktop(StartState(apps=[AppState(command=[sys.executable, str(ANIMATE), "1280", "800"])])) as desktop:
         report.add("grab only (MIT-SHM)", measure(desktop.screen.grab, n))
         report.add("grab + jpeg q75", measure(lambda: desktop.screen.capture(fmt="jpeg", quality=75), n))
         report.add("grab + png", measure(lambda: desktop.screen.capture(fmt="png"), n))
         report.add("grab + webp q75", measure(lambda: desktop.screen.capture(fmt="webp", quality=75), n // 4))
 
     print("baseline: xdotool + scrot + convert + base64 subprocesses, same probe desktop")
-    with Desktop(DesktopConfig(apps=[AppSpec(probe.command(), "probe")])) as desktop:
+    with Desktop(StartState(apps=[AppState(command=probe.command(), name="probe")])) as desktop:
         probe.wait_for(lambda s: s.get("ready"))
         base = Baseline(desktop.app_env(), tmp)
         nb = 10 if args.quick else 40

@@ -46,9 +46,10 @@ def main() -> None:
     n = 50 if args.quick else 300
     seconds = 3 if args.quick else 10
     report = Report("vnc")
-    from hci_envs.desktop import AppSpec, Desktop, DesktopConfig
+    from hci_envs import AppState, StartState
+    from hci_envs.desktop import Desktop
 
-    with Desktop(DesktopConfig(apps=[AppSpec([sys.executable, str(ANIMATE), "1280", "800"])])) as desktop:
+    with Desktop(StartState(apps=[AppState(command=[sys.executable, str(ANIMATE), "1280", "800"])])) as desktop:
         sock_path = desktop.vnc_socket()
         port_file = Path(tempfile.mkdtemp()) / "port"
         proxy = subprocess.Popen([sys.executable, str(ROOT / "bench" / "proxy_process.py"), str(sock_path),

@@ -33,8 +33,7 @@ _EXPORTS = {
     "ToolOutput": "hci_envs.tools",
     # the desktop runtime (server extra and X11)
     "Desktop": "hci_envs.desktop",
-    "DesktopConfig": "hci_envs.desktop",
-    "AppSpec": "hci_envs.desktop",
+    "FakeDesktop": "hci_envs.desktop.fake",
 }
 
 

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Literal
 
 from .errors import CapacityError, ConfigError
+from .watchdog import WATCHDOG
 
 log = logging.getLogger(__name__)
 
@@ -377,8 +378,6 @@ class Lease:
             self.account.kill_all()
             self.account.sweep_files()
         finally:
-            from .desktop.processes import WATCHDOG
-
             WATCHDOG.release_account(self.account)
             os.close(self._fd)
             self._fd = None
@@ -418,8 +417,6 @@ class AccountPool:
                 try:
                     account.kill_all()  # a server killed with its watchdog may have left some behind
                     account.sweep_files()
-                    from .desktop.processes import WATCHDOG
-
                     WATCHDOG.guard_account(account, path)
                 except BaseException:
                     os.close(fd)

@@ -17,19 +17,15 @@ import os
 import time
 from typing import Any
 
-from .errors import HciEnvsError
+from .errors import EnvCheckError, HciEnvsError
 from .protocol import EnvState, Observation
 from .tools import CONTROL_PLANE_NAMES
 
 
-class EnvCheckError(HciEnvsError, AssertionError):
-    code = "ENV_CHECK_FAILED"
-
-    def __init__(self, env_class: type, problems: list[str]) -> None:
-        lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"{env_class.__name__} does not keep the environment contract:\n{lines}",
+def contract_error(env_class: type, problems: list[str]) -> EnvCheckError:
+    lines = "\n".join(f"  - {p}" for p in problems)
+    return EnvCheckError(f"{env_class.__name__} does not keep the environment contract:\n{lines}",
                          problems=problems)
-        self.problems = problems
 
 
 def check_registry(env_class: type) -> list[str]:
@@ -71,7 +67,7 @@ def check_env(env_class: type, *, start_state: Any = None, **env_kwargs: Any) ->
     """Check ``env_class``; returns a summary, or raises :class:`EnvCheckError` with every problem found."""
     problems = check_registry(env_class)
     if problems and problems[0].endswith("not a DesktopEnvironment subclass"):
-        raise EnvCheckError(env_class, problems)
+        raise contract_error(env_class, problems)
     summary: dict[str, Any] = {"env": env_class.__name__, "tools": sorted(env_class.tool_specs())}
     env = env_class(start_state=start_state, **env_kwargs)
     pids: list[int] = []
@@ -127,7 +123,7 @@ def check_env(env_class: type, *, start_state: Any = None, **env_kwargs: Any) ->
     if env.home.exists() if hasattr(env, "home") else False:
         problems.append("the session's home directory was not removed at close()")
     if problems:
-        raise EnvCheckError(env_class, problems)
+        raise contract_error(env_class, problems)
     summary["ok"] = True
     summary["pid"] = os.getpid()
     return summary

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import re
@@ -12,12 +11,11 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from importlib import metadata
 from typing import Any
 
+from . import plugins
 from .errors import ConfigError, HciEnvsError
 
-ENTRY_POINT_GROUP = "hci_envs.environments"
 DEFAULT_ENV = "desktop"
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
@@ -29,40 +27,6 @@ def command(name: str) -> Callable[[Callable[[argparse.Namespace], int]], Callab
         return fn
 
     return register
-
-
-def load_env_class(spec: str) -> type:
-    """``NAME`` (an installed environment entry point) or ``module:Class`` (or ``path/to/file.py:Class``)."""
-    if ":" not in spec:
-        for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-            if ep.name == spec:
-                return ep.load()
-        names = sorted(ep.name for ep in metadata.entry_points(group=ENTRY_POINT_GROUP))
-        raise ConfigError(
-            f"no environment named {spec!r}; installed: {', '.join(names) or 'none'}; "
-            "or give module:Class"
-        )
-    module_name, _, attr = spec.rpartition(":")
-    if module_name.endswith(".py"):
-        import importlib.util
-
-        path = os.path.abspath(module_name)
-        if not os.path.exists(path):
-            raise ConfigError(f"no such file: {module_name}")
-        mod_spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
-        assert mod_spec and mod_spec.loader
-        module = importlib.util.module_from_spec(mod_spec)
-        sys.modules[mod_spec.name] = module
-        mod_spec.loader.exec_module(module)
-    else:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise ConfigError(f"cannot import {module_name!r}: {exc}") from exc
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise ConfigError(f"{module_name!r} has no attribute {attr!r}") from None
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -94,7 +58,7 @@ def serve(args: argparse.Namespace) -> int:
     from .server.app import create_app
     from .server.config import ServerConfig
 
-    env_class = load_env_class(args.env)
+    env_class = plugins.load_env_class(args.env)
     overrides: dict[str, Any] = {}
     if args.size:
         overrides["width"], overrides["height"] = args.size
@@ -105,6 +69,8 @@ def serve(args: argparse.Namespace) -> int:
         state = env_class.start_state.model_dump()
         state.update(overrides)
         env_kwargs["start_state"] = state
+    if args.desktop != "xvfb":
+        env_kwargs["desktop"] = args.desktop
     if args.observation_format:
         env_kwargs["observation"] = {"format": None if args.observation_format == "none" else args.observation_format}
     control_token, agent_token = _secret_options(args)
@@ -114,7 +80,7 @@ def serve(args: argparse.Namespace) -> int:
         host=args.host, port=port, env_class=env_class, env_kwargs=env_kwargs, mode=args.mode,
         max_sessions=args.max_sessions, idle_timeout=args.idle_timeout, control_token=control_token,
         agent_token=agent_token, agent_tokens=args.agent_tokens or None, public_url=args.public_url,
-        vnc=not args.no_vnc, vnc_port=args.vnc_port, takeover_timeout=args.takeover_timeout,
+        vnc=not args.no_vnc and args.desktop == "xvfb", vnc_port=args.vnc_port, takeover_timeout=args.takeover_timeout,
         episodes_dir=args.episodes_dir, action_mode=args.action_mode, isolation=args.isolation,
         max_agent_processes=args.max_agent_processes,
     )
@@ -250,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the agent interface sessions advertise: one tool per call, or CodeAct")
     p.add_argument("--episodes-dir", default=os.environ.get("HCI_ENVS_EPISODES_DIR", "episodes"),
                    help="where recordings go (default ./episodes, or HCI_ENVS_EPISODES_DIR)")
+    p.add_argument("--desktop", choices=("xvfb", "fake"), default=os.environ.get("HCI_ENVS_DESKTOP", "xvfb"),
+                   help="xvfb: real X desktops (default); fake: desktops without X, the test seam for everything "
+                        "but screen, input and apps (no VNC)")
     p.add_argument("--observation-format", choices=("png", "jpeg", "webp", "none"),
                    default=os.environ.get("HCI_ENVS_OBSERVATION_FORMAT"),
                    help="screenshot format in step observations")
@@ -268,8 +237,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="build from the public debian:bookworm-slim (needs a registry) instead of debootstrap")
     p.add_argument("--base", help="the base image for hci-envs/base (default: the debootstrap one)")
     p.add_argument("--for-tests", action="store_true", help="also the images the test suite runs")
-
-    from . import plugins
 
     for register in plugins.load_all(plugins.CLI):  # commands of other packages (recorders: record, replay)
         register(sub, command)

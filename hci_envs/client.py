@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .errors import EnvironmentStateError, HciEnvsError, TransportError, error_from_dict
+from .errors import EnvironmentStateError, TransportError, error_from_dict
 from .protocol import EnvState, Observation
 
 DEFAULT_TIMEOUT = 120.0
@@ -97,7 +97,10 @@ def _result(message: dict[str, Any]) -> StepResult:
     return StepResult(obs, data.get("reward"), bool(data.get("done", False)), data.get("metadata"))
 
 
-class _Base:
+class ClientBase:
+    """What both clients share: the messages they send and how replies are read (no I/O here). The sync and
+    async clients only carry messages (a WebSocket per client, HTTP for the snapshot route)."""
+
     def __init__(self, base_url: str, *, control_token: str | None = None, timeout: float = DEFAULT_TIMEOUT,
                  provider: Any = None) -> None:
         self.base_url = base_url.rstrip("/")
@@ -105,6 +108,7 @@ class _Base:
         self.timeout = timeout
         self.provider = provider
         self._closed = False
+        self._ws: Any = None
 
     @property
     def _headers(self) -> dict[str, str]:
@@ -114,31 +118,87 @@ class _Base:
         if self._closed:
             raise EnvironmentStateError("the client is closed")
 
+    # -- providers -------------------------------------------------------------------------------------
+    @staticmethod
+    def _local_provider(env: str, options: dict[str, Any]) -> tuple[Any, str | None]:
+        from .providers import LocalProvider
 
-class HciEnvClient(_Base):
+        return LocalProvider(env, **options), options.get("control_token")
+
+    @staticmethod
+    def _docker_provider(image: str, options: dict[str, Any]) -> tuple[Any, str | None]:
+        from .providers import DockerProvider
+
+        provider = DockerProvider(image, **options)
+        return provider, provider.control_token
+
+    # -- messages out ----------------------------------------------------------------------------------
+    @staticmethod
+    def _reset_message(seed: int | None, episode_id: str | None, options: dict[str, Any]) -> dict[str, Any]:
+        data = {k: v for k, v in {"seed": seed, "episode_id": episode_id, **options}.items() if v is not None}
+        return {"type": "reset", "data": data}
+
+    @staticmethod
+    def _step_message(action: Any) -> dict[str, Any]:
+        return {"type": "step", "data": _payload(action)}
+
+    _STATE = {"type": "state"}
+    _CLOSE = {"type": "close"}
+    _LIST_TOOLS = {"type": "list_tools"}
+
+    @staticmethod
+    def _tool_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"tool": name, "arguments": arguments}
+
+    def _snapshot_body(self, name: str, state: EnvState) -> dict[str, Any]:
+        return {"name": name, "session_id": state.session_id}
+
+    # -- replies in ------------------------------------------------------------------------------------
+    _decode = staticmethod(_decode)
+    _result = staticmethod(_result)
+    _snapshot_reply = staticmethod(_snapshot_reply)
+
+    @staticmethod
+    def _state(message: dict[str, Any]) -> EnvState:
+        return EnvState.model_validate(message.get("data") or {})
+
+    @staticmethod
+    def _tools(result: StepResult) -> list[dict[str, Any]]:
+        return list(getattr(result.observation, "tools", None) or [])
+
+    def _connect_kwargs(self) -> dict[str, Any]:
+        return {"additional_headers": self._headers, "max_size": MAX_MESSAGE, "open_timeout": self.timeout,
+                "proxy": None}
+
+    def _connect_error(self, exc: Exception) -> TransportError:
+        return TransportError(f"cannot connect to {ws_url(self.base_url)}: {exc}")
+
+    def _broken(self, exc: Exception) -> TransportError:
+        return TransportError(f"the connection to {self.base_url} broke: {exc}")
+
+    def _no_reply(self) -> TransportError:
+        return TransportError(f"no reply within {self.timeout}s; the connection was dropped")
+
+    def _unreachable(self, exc: Exception) -> TransportError:
+        return TransportError(f"cannot reach {self.base_url}: {exc}")
+
+
+class HciEnvClient(ClientBase):
     """A synchronous client; one WebSocket session (its own desktop) per client."""
-
-    def __init__(self, base_url: str, **kwargs: Any) -> None:
-        super().__init__(base_url, **kwargs)
-        self._ws: Any = None
 
     # -- construction ----------------------------------------------------------------------------------
     @classmethod
     def from_local(cls, env: str = "desktop", *, timeout: float = DEFAULT_TIMEOUT, **options: Any) -> HciEnvClient:
         """Start ``hci-envs serve`` locally (no Docker), connect, and stop the server when the client closes."""
-        from .providers import LocalProvider
-
-        return cls.from_provider(LocalProvider(env, **options), timeout=timeout,
-                                 control_token=options.get("control_token"))
+        provider, token = cls._local_provider(env, options)
+        return cls.from_provider(provider, timeout=timeout, control_token=token)
 
     @classmethod
     def from_docker_image(cls, image: str, *, timeout: float = DEFAULT_TIMEOUT, **options: Any) -> HciEnvClient:
         """Start ``image`` as a container (see :class:`hci_envs.providers.DockerProvider` for ``options``),
         connect with the tokens the provider generated, and remove the container when the client closes."""
-        from .providers import DockerProvider
-
-        provider = DockerProvider(image, **options)
-        return cls.from_provider(provider, timeout=timeout, control_token=provider.control_token)
+        provider, token = cls._docker_provider(image, options)
+        return cls.from_provider(provider, timeout=timeout, control_token=token)
 
     @classmethod
     def from_provider(cls, provider: Any, *, timeout: float = DEFAULT_TIMEOUT, control_token: str | None = None,
@@ -153,7 +213,7 @@ class HciEnvClient(_Base):
             raise
         return client
 
-    # -- connection -----------------------------------------------------------------------------------
+    # -- I/O ---------------------------------------------------------------------------------------------
     def connect(self) -> HciEnvClient:
         from websockets.sync.client import connect
 
@@ -161,12 +221,9 @@ class HciEnvClient(_Base):
         if self._ws is None:
             try:
                 # entered as a context manager, as websockets asks, and left in _drop()
-                self._ws = connect(
-                    ws_url(self.base_url), additional_headers=self._headers, max_size=MAX_MESSAGE,
-                    open_timeout=self.timeout, proxy=None,
-                ).__enter__()
+                self._ws = connect(ws_url(self.base_url), **self._connect_kwargs()).__enter__()
             except Exception as exc:
-                raise TransportError(f"cannot connect to {ws_url(self.base_url)}: {exc}") from exc
+                raise self._connect_error(exc) from exc
         return self
 
     def _request(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -183,13 +240,19 @@ class HciEnvClient(_Base):
                 raw = self._ws.recv(timeout=self.timeout)
         except TimeoutError:
             self._drop()
-            raise TransportError(f"no reply within {self.timeout}s; the connection was dropped") from None
-        except HciEnvsError:
-            raise
+            raise self._no_reply() from None
         except Exception as exc:
             self._drop()
-            raise TransportError(f"the connection to {self.base_url} broke: {exc}") from exc
-        return _decode(raw)
+            raise self._broken(exc) from exc
+        return self._decode(raw)
+
+    def _post(self, path: str, body: dict[str, Any]) -> Any:
+        import httpx
+
+        try:
+            return httpx.post(f"{self.base_url}{path}", json=body, headers=self._headers, timeout=self.timeout)
+        except httpx.HTTPError as exc:
+            raise self._unreachable(exc) from None
 
     def _drop(self) -> None:
         ws, self._ws = self._ws, None
@@ -201,34 +264,24 @@ class HciEnvClient(_Base):
 
     # -- the environment ------------------------------------------------------------------------------
     def reset(self, seed: int | None = None, episode_id: str | None = None, **options: Any) -> StepResult:
-        data = {k: v for k, v in {"seed": seed, "episode_id": episode_id, **options}.items() if v is not None}
-        return _result(self._request({"type": "reset", "data": data}))
+        return self._result(self._request(self._reset_message(seed, episode_id, options)))
 
     def step(self, action: Any) -> StepResult:
-        return _result(self._request({"type": "step", "data": _payload(action)}))
+        return self._result(self._request(self._step_message(action)))
 
     def state(self) -> EnvState:
-        return EnvState.model_validate(self._request({"type": "state"}).get("data") or {})
+        return self._state(self._request(self._STATE))
 
     def call_tool(self, name: str, **arguments: Any) -> StepResult:
-        return self.step({"tool": name, "arguments": arguments})
+        return self.step(self._tool_call(name, arguments))
 
     def list_tools(self) -> list[dict[str, Any]]:
-        result = self.step({"type": "list_tools"})
-        return list(getattr(result.observation, "tools", None) or [])
+        return self._tools(self.step(self._LIST_TOOLS))
 
     def snapshot(self, name: str) -> dict[str, Any]:
         """Capture this session's files as ``name``; ``reset(snapshot=name)`` branches from it later.
         Control plane only (needs the control token where one is set); refused in production mode."""
-        import httpx
-
-        session_id = self.state().session_id
-        try:
-            response = httpx.post(f"{self.base_url}/snapshot", json={"name": name, "session_id": session_id},
-                                  headers=self._headers, timeout=self.timeout)
-        except httpx.HTTPError as exc:
-            raise TransportError(f"cannot reach {self.base_url}: {exc}") from None
-        return _snapshot_reply(response)
+        return self._snapshot_reply(self._post("/snapshot", self._snapshot_body(name, self.state())))
 
     def close(self) -> None:
         if self._closed:
@@ -236,7 +289,7 @@ class HciEnvClient(_Base):
         try:
             if self._ws is not None:
                 try:
-                    self._ws.send(json.dumps({"type": "close"}))
+                    self._ws.send(json.dumps(self._CLOSE))
                 except Exception:
                     pass
                 self._drop()
@@ -252,24 +305,34 @@ class HciEnvClient(_Base):
         self.close()
 
 
-class AsyncHciEnvClient(_Base):
-    """The asyncio twin of :class:`HciEnvClient`."""
+class AsyncHciEnvClient(ClientBase):
+    """The asyncio twin of :class:`HciEnvClient`: the same messages, carried with asyncio."""
 
     def __init__(self, base_url: str, **kwargs: Any) -> None:
         super().__init__(base_url, **kwargs)
-        self._ws: Any = None
         self._lock = asyncio.Lock()
 
+    # -- construction ----------------------------------------------------------------------------------
     @classmethod
     async def from_local(cls, env: str = "desktop", *, timeout: float = DEFAULT_TIMEOUT,
                          **options: Any) -> AsyncHciEnvClient:
-        from .providers import LocalProvider
+        """Start ``hci-envs serve`` locally (no Docker), connect, and stop the server when the client closes."""
+        provider, token = cls._local_provider(env, options)
+        return await cls.from_provider(provider, timeout=timeout, control_token=token)
 
-        provider = LocalProvider(env, **options)
-        token = options.get("control_token")
-        headers = {"Authorization": f"Bearer {token}"} if token else None
-        base_url = await asyncio.to_thread(provider.start, 90.0, headers)
-        client = cls(base_url, timeout=timeout, provider=provider, control_token=token)
+    @classmethod
+    async def from_docker_image(cls, image: str, *, timeout: float = DEFAULT_TIMEOUT,
+                                **options: Any) -> AsyncHciEnvClient:
+        """Start ``image`` as a container, connect, and remove the container when the client closes."""
+        provider, token = cls._docker_provider(image, options)
+        return await cls.from_provider(provider, timeout=timeout, control_token=token)
+
+    @classmethod
+    async def from_provider(cls, provider: Any, *, timeout: float = DEFAULT_TIMEOUT,
+                            control_token: str | None = None, start_timeout: float = 90.0) -> AsyncHciEnvClient:
+        headers = {"Authorization": f"Bearer {control_token}"} if control_token else None
+        base_url = await asyncio.to_thread(provider.start, start_timeout, headers)
+        client = cls(base_url, timeout=timeout, provider=provider, control_token=control_token)
         try:
             await client.connect()
         except BaseException:
@@ -277,18 +340,16 @@ class AsyncHciEnvClient(_Base):
             raise
         return client
 
+    # -- I/O ---------------------------------------------------------------------------------------------
     async def connect(self) -> AsyncHciEnvClient:
         from websockets.asyncio.client import connect
 
         self._check_open()
         if self._ws is None:
             try:
-                self._ws = await connect(
-                    ws_url(self.base_url), additional_headers=self._headers, max_size=MAX_MESSAGE,
-                    open_timeout=self.timeout, proxy=None,
-                ).__aenter__()
+                self._ws = await connect(ws_url(self.base_url), **self._connect_kwargs()).__aenter__()
             except Exception as exc:
-                raise TransportError(f"cannot connect to {ws_url(self.base_url)}: {exc}") from exc
+                raise self._connect_error(exc) from exc
         return self
 
     async def _request(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -304,11 +365,20 @@ class AsyncHciEnvClient(_Base):
                     raw = await asyncio.wait_for(self._ws.recv(), self.timeout)
             except asyncio.TimeoutError:
                 await self._drop()
-                raise TransportError(f"no reply within {self.timeout}s; the connection was dropped") from None
+                raise self._no_reply() from None
             except Exception as exc:
                 await self._drop()
-                raise TransportError(f"the connection to {self.base_url} broke: {exc}") from exc
-        return _decode(raw)
+                raise self._broken(exc) from exc
+        return self._decode(raw)
+
+    async def _post(self, path: str, body: dict[str, Any]) -> Any:
+        import httpx
+
+        try:
+            async with httpx.AsyncClient(timeout=self.timeout) as http:
+                return await http.post(f"{self.base_url}{path}", json=body, headers=self._headers)
+        except httpx.HTTPError as exc:
+            raise self._unreachable(exc) from None
 
     async def _drop(self) -> None:
         ws, self._ws = self._ws, None
@@ -318,35 +388,25 @@ class AsyncHciEnvClient(_Base):
             except Exception:
                 pass
 
+    # -- the environment ------------------------------------------------------------------------------
     async def reset(self, seed: int | None = None, episode_id: str | None = None, **options: Any) -> StepResult:
-        data = {k: v for k, v in {"seed": seed, "episode_id": episode_id, **options}.items() if v is not None}
-        return _result(await self._request({"type": "reset", "data": data}))
+        return self._result(await self._request(self._reset_message(seed, episode_id, options)))
 
     async def step(self, action: Any) -> StepResult:
-        return _result(await self._request({"type": "step", "data": _payload(action)}))
+        return self._result(await self._request(self._step_message(action)))
 
     async def state(self) -> EnvState:
-        return EnvState.model_validate((await self._request({"type": "state"})).get("data") or {})
+        return self._state(await self._request(self._STATE))
 
     async def call_tool(self, name: str, **arguments: Any) -> StepResult:
-        return await self.step({"tool": name, "arguments": arguments})
+        return await self.step(self._tool_call(name, arguments))
 
     async def list_tools(self) -> list[dict[str, Any]]:
-        result = await self.step({"type": "list_tools"})
-        return list(getattr(result.observation, "tools", None) or [])
+        return self._tools(await self.step(self._LIST_TOOLS))
 
     async def snapshot(self, name: str) -> dict[str, Any]:
         """Capture this session's files as ``name``; ``reset(snapshot=name)`` branches from it later."""
-        import httpx
-
-        session_id = (await self.state()).session_id
-        try:
-            async with httpx.AsyncClient(timeout=self.timeout) as http:
-                response = await http.post(f"{self.base_url}/snapshot", json={"name": name, "session_id": session_id},
-                                           headers=self._headers)
-        except httpx.HTTPError as exc:
-            raise TransportError(f"cannot reach {self.base_url}: {exc}") from None
-        return _snapshot_reply(response)
+        return self._snapshot_reply(await self._post("/snapshot", self._snapshot_body(name, await self.state())))
 
     async def close(self) -> None:
         if self._closed:
@@ -354,7 +414,7 @@ class AsyncHciEnvClient(_Base):
         try:
             if self._ws is not None:
                 try:
-                    await self._ws.send(json.dumps({"type": "close"}))
+                    await self._ws.send(json.dumps(self._CLOSE))
                 except Exception:
                     pass
                 await self._drop()

@@ -10,6 +10,8 @@ frame) and back (the client raises the matching class), so the same failure read
     │   ├── UnknownToolError        no tool by that name
     │   ├── HumanControlError       a human holds the desktop; agent input is refused
     │   └── ActionTimeoutError      the action ran past its time limit
+    │       ├── UnsupportedActionError  an adapter's action has no canonical form (hci_envs.adapters)
+    │       └── UnknownKeyError          a key name that is no key (hci_envs.actions)
     ├── DesktopError                the virtual desktop itself failed
     │   ├── DisplayStartError       Xvfb, the window manager or an app did not come up
     │   ├── DesktopDiedError        the display died under a running episode (truncates it)
@@ -21,30 +23,46 @@ frame) and back (the client raises the matching class), so the same failure read
     │   └── TooManyCallsError       a session has too many calls waiting
     ├── AuthError                   a missing or wrong secret
     ├── ModeError                   refused by the server's mode (reset in production)
-    ├── ConfigError                 a bad setting, refused before anything starts
+    ├── ConfigError                 a bad setting, refused before anything starts (also a ValueError)
     │   └── ToolDefinitionError     a class's tools cannot be registered (hci_envs.tools)
     │       └── DuplicateToolError  two traits offer one tool name
+    ├── SnapshotError               a snapshot could not be taken (too large, disk full)
+    ├── TaskFormatError             a task file is malformed (hci_envs.tasks; also a ValueError)
+    ├── EpisodeFormatError          an episode folder is malformed (recorders; also a ValueError)
+    ├── EnvCheckError               an environment breaks the contract (hci_envs.checks; an AssertionError)
+    ├── RfbError                    a VNC peer broke the RFB protocol (hci_envs.vnc)
     ├── TransportError              the server could not be reached or broke the protocol
     └── ProviderError               a provider could not start or reach its server
 
-Defined next to their features: ``InvalidActionError`` > ``UnsupportedActionError`` (hci_envs.adapters),
-``TaskFormatError`` (hci_envs.tasks, also a ValueError), ``EnvCheckError`` (hci_envs.checks, also an
-AssertionError), both directly under HciEnvsError. Not an error:
-``hci_envs.adapters.EpisodeSignal``, an agent's "done"/"fail" carried out of an adapter.
+Each class registers its ``code`` when it is defined (``__init_subclass__``), so a client rebuilds the very
+class a server raised, and a code names one class only. How a code travels (HTTP status, OpenEnv WebSocket
+error code, OpenEnv tool error type) is one table, :data:`WIRE`; every boundary reads it through
+:func:`wire_form`. Every class lives here, so a client that never imports a feature still knows its errors;
+the feature modules re-export theirs. Not an error: ``hci_envs.adapters.EpisodeSignal``, an agent's
+"done"/"fail" carried out of an adapter.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class HciEnvsError(Exception):
     """Root of every error hci-envs raises on purpose.
 
-    ``code`` is a stable machine-readable name used on the wire (WebSocket error frames, HTTP bodies).
+    ``code`` is a stable machine-readable name used on the wire (WebSocket error frames, HTTP bodies, MCP
+    tool errors). A subclass that declares a ``code`` registers it; one code names one class.
     """
 
     code = "ERROR"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "code" in cls.__dict__:
+            taken = _BY_CODE.get(cls.code)
+            if taken is not None and taken.__qualname__ != cls.__qualname__:
+                raise TypeError(f"error code {cls.code!r} of {cls.__qualname__} is already {taken.__qualname__}'s")
+            _BY_CODE[cls.code] = cls
 
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
@@ -53,6 +71,9 @@ class HciEnvsError(Exception):
 
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, **self.details}
+
+
+_BY_CODE: dict[str, type[HciEnvsError]] = {HciEnvsError.code: HciEnvsError}
 
 
 class ActionError(HciEnvsError):
@@ -69,6 +90,18 @@ class InvalidActionError(ActionError, ValueError):
             details["field"] = field
         super().__init__(message, **details)
         self.field = field
+
+
+class UnsupportedActionError(InvalidActionError):
+    """An adapter's action that has no canonical equivalent."""
+
+    code = "UNSUPPORTED_ACTION"
+
+
+class UnknownKeyError(InvalidActionError):
+    """A key name that is neither an alias, an X keysym name nor a single character."""
+
+    code = "UNKNOWN_KEY"
 
 
 class UnknownToolError(ActionError):
@@ -131,6 +164,52 @@ class ConfigError(HciEnvsError, ValueError):
     code = "CONFIG_ERROR"
 
 
+class ToolDefinitionError(ConfigError, TypeError):
+    """A tool's signature cannot be served (e.g. ``*args``, a parameter without a JSON-able type)."""
+
+    code = "TOOL_DEFINITION"
+
+
+class DuplicateToolError(ToolDefinitionError):
+    """Two traits of one environment define a tool of the same name."""
+
+    code = "DUPLICATE_TOOL"
+
+
+class SnapshotError(HciEnvsError):
+    """A snapshot could not be taken (too large, the disk is full); the home is unchanged."""
+
+    code = "SNAPSHOT_ERROR"
+
+
+class TaskFormatError(HciEnvsError, ValueError):
+    """A task file or task definition is malformed (names the file and line where there is one)."""
+
+    code = "TASK_FORMAT"
+
+
+class EpisodeFormatError(HciEnvsError, ValueError):
+    """An episode folder is malformed: a file is missing, a line is not JSON, an action fails the schema."""
+
+    code = "EPISODE_FORMAT"
+
+
+class EnvCheckError(HciEnvsError, AssertionError):
+    """An environment class does not keep the environment contract (``hci_envs.checks.check_env``)."""
+
+    code = "ENV_CHECK_FAILED"
+
+    @property
+    def problems(self) -> list[str]:
+        return list(self.details.get("problems", []))
+
+
+class RfbError(HciEnvsError):
+    """A VNC peer broke the RFB protocol."""
+
+    code = "RFB_ERROR"
+
+
 class TransportError(HciEnvsError):
     code = "TRANSPORT_ERROR"
 
@@ -139,26 +218,61 @@ class ProviderError(HciEnvsError):
     code = "PROVIDER_ERROR"
 
 
-_BY_CODE: dict[str, type[HciEnvsError]] = {}
+class WireForm(NamedTuple):
+    """How one error travels: its HTTP status, its OpenEnv WebSocket error code, its OpenEnv tool error type."""
+
+    http_status: int
+    ws_code: str
+    tool_error: str
 
 
-def _index(cls: type[HciEnvsError]) -> None:
-    _BY_CODE.setdefault(cls.code, cls)
-    for sub in cls.__subclasses__():
-        _index(sub)
+#: The one table from error codes to the wire. A class not listed takes its nearest listed base's form.
+WIRE: dict[str, WireForm] = {
+    "ERROR": WireForm(500, "EXECUTION_ERROR", "execution_error"),
+    "VALIDATION_ERROR": WireForm(422, "VALIDATION_ERROR", "invalid_args"),
+    "UNKNOWN_TOOL": WireForm(404, "EXECUTION_ERROR", "tool_not_found"),
+    "HUMAN_CONTROL": WireForm(409, "EXECUTION_ERROR", "execution_error"),
+    "TIMEOUT": WireForm(504, "EXECUTION_ERROR", "timeout"),
+    "DESKTOP_DIED": WireForm(503, "EXECUTION_ERROR", "execution_error"),
+    "DISPLAY_START_FAILED": WireForm(503, "EXECUTION_ERROR", "execution_error"),
+    "STATE_ERROR": WireForm(409, "EXECUTION_ERROR", "execution_error"),
+    "SESSION_ERROR": WireForm(409, "SESSION_ERROR", "execution_error"),
+    "SESSION_NOT_FOUND": WireForm(404, "SESSION_ERROR", "execution_error"),
+    "CAPACITY_REACHED": WireForm(503, "CAPACITY_REACHED", "execution_error"),
+    "TOO_MANY_CALLS": WireForm(429, "SESSION_ERROR", "execution_error"),
+    "UNAUTHORIZED": WireForm(401, "SESSION_ERROR", "execution_error"),
+    "MODE_FORBIDDEN": WireForm(403, "EXECUTION_ERROR", "execution_error"),
+    "CONFIG_ERROR": WireForm(400, "VALIDATION_ERROR", "invalid_args"),
+    "SNAPSHOT_ERROR": WireForm(400, "EXECUTION_ERROR", "execution_error"),
+    "TASK_FORMAT": WireForm(400, "VALIDATION_ERROR", "invalid_args"),
+    "EPISODE_FORMAT": WireForm(400, "VALIDATION_ERROR", "invalid_args"),
+    "TRANSPORT_ERROR": WireForm(502, "EXECUTION_ERROR", "transport_error"),
+}
 
 
-_index(HciEnvsError)
+def wire_form(exc: HciEnvsError) -> WireForm:
+    """How ``exc`` travels: the form of its own code, else of its nearest base's."""
+    for cls in type(exc).__mro__:
+        form = WIRE.get(getattr(cls, "code", None) or "")
+        if form is not None and "code" in cls.__dict__:
+            return form
+    return WIRE["ERROR"]
+
+
+def error_class(code: str) -> type[HciEnvsError]:
+    """The class registered for ``code`` (the root for a code this version does not know)."""
+    return _BY_CODE.get(code, HciEnvsError)
 
 
 def error_from_dict(data: dict[str, Any]) -> HciEnvsError:
-    """Rebuild the exception a server described with :meth:`HciEnvsError.to_dict` (used by clients)."""
+    """Rebuild the exception a server described with :meth:`HciEnvsError.to_dict` (used by clients): the
+    registered class of its code, with its message and details, whatever that class's constructor takes."""
     details = {k: v for k, v in data.items() if k not in ("code", "message")}
-    cls = _BY_CODE.get(str(data.get("code")), HciEnvsError)
-    message = str(data.get("message", "unknown error"))
-    if cls is InvalidActionError:
-        return InvalidActionError(message, **details)
-    err = cls(message, **details)
+    cls = error_class(str(data.get("code")))
+    err = cls.__new__(cls)
+    HciEnvsError.__init__(err, str(data.get("message", "unknown error")), **details)
+    if isinstance(err, InvalidActionError):
+        err.field = details.get("field")
     return err
 
 

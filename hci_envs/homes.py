@@ -19,18 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from .accounts import AgentAccount
-from .errors import ConfigError, HciEnvsError
+from .errors import ConfigError, SnapshotError
 
 #: The most a snapshot may hold, in bytes of data (holes of sparse files do not count).
 DEFAULT_MAX_SNAPSHOT_BYTES = 2 * 1024**3
 #: Snapshot names: what a file name can safely be.
 MAX_SNAPSHOT_NAME = 128
-
-
-class SnapshotError(HciEnvsError):
-    """A snapshot could not be taken (too large, the disk is full); the home is unchanged."""
-
-    code = "SNAPSHOT_ERROR"
 
 
 class HomeStore:

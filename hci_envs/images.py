@@ -337,7 +337,7 @@ def derived_dockerfile(env_spec: str, env_class: type, *, base: str = BASE, modu
 def build_env_image(env_spec: str, tag: str | None = None, *, base: str = BASE, progress: Progress = _say) -> str:
     """``hci-envs image build ENV``: an image for an installed environment name, ``module:Class`` or
     ``path/to/file.py:Class``, with the system packages its traits need."""
-    from .cli import load_env_class
+    from .plugins import load_env_class
 
     env_class = load_env_class(env_spec)
     module_file = None

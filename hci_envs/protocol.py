@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import shlex
+from pathlib import PurePath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,6 +25,14 @@ class AppState(BaseModel):
     wait_for_window: bool = True
     timeout: float = Field(15.0, gt=0, le=300)
     required: bool = Field(True, description="If the app exits, the episode ends (truncated).")
+
+    @property
+    def argv(self) -> list[str]:
+        return shlex.split(self.command) if isinstance(self.command, str) else list(self.command)
+
+    @property
+    def label(self) -> str:
+        return self.name or (PurePath(self.argv[0]).name if self.argv else "app")
 
 
 class StartState(BaseModel):

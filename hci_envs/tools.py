@@ -8,6 +8,7 @@ directory are all generated from it.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 import typing
@@ -18,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from .actions.models import format_validation_error
-from .errors import ConfigError, InvalidActionError
+from .errors import DuplicateToolError, InvalidActionError, ToolDefinitionError
 
 #: Names the model must never reach: the control plane.
 CONTROL_PLANE_NAMES = frozenset({"reset", "step", "state", "snapshot", "close", "restore", "set_mode"})
@@ -54,6 +55,9 @@ class ToolSpec:
     read_only: bool = False
     trait: str = ""
     owner: type | None = None
+    #: Checks and converts the arguments itself, instead of the model built from ``parameters`` (which then
+    #: only describes them): a tool whose arguments are a model already (an action) is validated once.
+    parse: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     def signature(self) -> inspect.Signature:
         return inspect.Signature(list(self.parameters))
@@ -68,24 +72,40 @@ class ToolSpec:
                 return None if p.default is inspect.Parameter.empty else p.default
         return None
 
-    @property
+    @functools.cached_property
     def arguments_model(self) -> type[BaseModel]:
-        return _arguments_model(self)
+        """The pydantic model of the arguments (built once per tool; unknown arguments are refused)."""
+        fields: dict[str, Any] = {}
+        for p in self.parameters:
+            default = ... if p.default is inspect.Parameter.empty else p.default
+            annotation = Any if p.annotation is inspect.Parameter.empty else p.annotation
+            fields[p.name] = (annotation, default)
+        return create_model(  # type: ignore[call-overload]
+            f"{self.name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+        )
 
-    def input_schema(self) -> dict[str, Any]:
+    @functools.cached_property
+    def _input_schema(self) -> dict[str, Any]:
         schema = self.arguments_model.model_json_schema()
         schema.pop("title", None)
         return schema
 
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON schema of the arguments (computed once per tool; callers must not change it)."""
+        return self._input_schema
+
     def validate(self, arguments: dict[str, Any] | None) -> dict[str, Any]:
         """Check arguments against the parameters; raise :class:`InvalidActionError` naming the field."""
+        if arguments is not None and not isinstance(arguments, dict):
+            raise InvalidActionError(f"{self.name}: arguments must be an object, not {type(arguments).__name__}",
+                                     field="arguments")
         arguments = dict(arguments or {})
+        if self.parse is not None:
+            return self.parse(arguments)
         try:
             model = self.arguments_model.model_validate(arguments)
         except ValidationError as exc:
-            raise InvalidActionError(
-                format_validation_error(exc, prefix=self.name), field=_first_loc(exc)
-            ) from None
+            raise invalid_arguments(exc, self.name) from None
         return {name: getattr(model, name) for name in type(model).model_fields}
 
     def call(self, env: Any, arguments: dict[str, Any] | None) -> ToolOutput:
@@ -104,23 +124,9 @@ class ToolSpec:
         return f'def {self.name}({star}{params}):\n    """{doc}"""\n'
 
 
-_MODELS: dict[int, type[BaseModel]] = {}
-
-
-def _arguments_model(spec: ToolSpec) -> type[BaseModel]:
-    key = id(spec)
-    model = _MODELS.get(key)
-    if model is None:
-        fields: dict[str, Any] = {}
-        for p in spec.parameters:
-            default = ... if p.default is inspect.Parameter.empty else p.default
-            annotation = Any if p.annotation is inspect.Parameter.empty else p.annotation
-            fields[p.name] = (annotation, default)
-        model = create_model(  # type: ignore[call-overload]
-            f"{spec.name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
-        )
-        _MODELS[key] = model
-    return model
+def invalid_arguments(exc: ValidationError, tool: str) -> InvalidActionError:
+    """A tool's arguments failed their model: one error naming the tool and the field."""
+    return InvalidActionError(format_validation_error(exc, prefix=tool), field=_first_loc(exc))
 
 
 def _first_loc(exc: ValidationError) -> str | None:
@@ -201,19 +207,11 @@ def specs_from_methods(cls: type) -> list[ToolSpec]:
                 parameters=parameters_of(value),
                 handler=lambda env, _attr=attr, **kw: getattr(env, _attr)(**kw),
                 read_only=meta["read_only"],
-                trait=cls.__name__,
+                trait=getattr(cls, "__dict__", {}).get("trait_name") or cls.__name__,
                 owner=cls,
             )
         )
     return specs
-
-
-class ToolDefinitionError(ConfigError, TypeError):
-    """A class's tools cannot be registered (raised when the class is defined; also a TypeError)."""
-
-
-class DuplicateToolError(ToolDefinitionError):
-    """Two traits of one environment offer a tool of the same name."""
 
 
 def merge_registries(cls: type, bases: Sequence[type]) -> dict[str, ToolSpec]:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hci_envs import __version__
+from hci_envs.errors import ConfigError
 
 from .reducer import _MODIFIERS, RawEvent, ReducedAction, Reducer, Thresholds, printable
 from .store import SCHEMA_VERSION, JsonlWriter, new_episode_dir, write_json_atomic
@@ -47,7 +48,7 @@ class Recorder:
         task: str | None = None,
     ) -> None:
         if source in ("human", "both") and vnc is None:
-            raise ValueError("recording human input needs the session's VNC side")
+            raise ConfigError("recording human input needs the session's VNC side", field="source")
         self.env = env
         self.vnc = vnc
         self.source = source

@@ -5,7 +5,6 @@ and how late each step started.
 
 from __future__ import annotations
 
-import importlib
 import io
 import time
 from dataclasses import asdict, dataclass, field
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from hci_envs.errors import ConfigError, HciEnvsError
+from hci_envs.plugins import load_env_class
 
 from .store import Episode, load_episode
 
@@ -66,17 +66,6 @@ def screen_match(image: Any, recorded: Path, mask: list[tuple[int, int, int, int
     for x, y, w, h in mask:
         diff.paste(0, (x, y, x + w, y + h))
     return round(1 - diff.histogram()[255] / (reference.width * reference.height), 6)
-
-
-def load_env_class(spec: str) -> type:
-    module, _, name = spec.partition(":")
-    try:
-        obj: Any = importlib.import_module(module)
-        for part in name.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"cannot load the recorded environment {spec!r}: {exc}") from exc
-    return obj
 
 
 def replay_episode(

@@ -23,15 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from hci_envs.actions import parse_action
-from hci_envs.errors import HciEnvsError
+from hci_envs.errors import EpisodeFormatError, HciEnvsError
 
 SCHEMA_VERSION = 1
-
-
-class EpisodeFormatError(HciEnvsError, ValueError):
-    """An episode file is missing, truncated or malformed; the message names the file and line."""
-
-    code = "EPISODE_FORMAT"
 
 
 class JsonlWriter:

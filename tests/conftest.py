@@ -1,6 +1,8 @@
 """Test configuration.
 
-Everything runs against real parts: Xvfb, openbox, x11vnc, Tk apps, chromium, Docker. A test whose parts
+Everything runs against real parts: Xvfb, openbox, x11vnc, Tk apps, chromium, Docker. Tests of what is not the
+display (the control plane, MCP, CodeAct, the clients) run on the declared test seam, the fake desktop
+(``--desktop fake``, :mod:`hci_envs.desktop.fake`), which needs no X. A test whose parts
 are missing is skipped on a developer machine, but with ``HCI_ENVS_STRICT=1`` (set by the README's test
 command and therefore by CI) it fails instead, and any skip at all fails the run.
 """
@@ -85,6 +87,18 @@ def probe_server(x11: None, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     try:
         probe.wait_for(lambda s: s.get("ready"), what="the probe app")
         yield server, probe
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def fake_server() -> Iterator[ServerProcess]:
+    """``hci-envs serve --desktop fake`` (no X; the declared test seam), shared by a module's tests: for tests
+    of the control plane, MCP, CodeAct and the clients that need no real screen."""
+    server = ServerProcess("--env", "workstation", "--desktop", "fake", "--max-sessions", "8")
+    server.start()
+    try:
+        yield server
     finally:
         server.stop()
 

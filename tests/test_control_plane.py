@@ -92,9 +92,10 @@ def test_reset_restores_the_start_state(fresh_probe):
         ("delete", "/sessions/nope", None, 404, "SESSION_NOT_FOUND"),
     ],
 )
-def test_http_bad_requests_get_typed_4xx(probe_server, method, path, body, status, code):
-    server, _ = probe_server
+def test_http_bad_requests_get_typed_4xx(fake_server, method, path, body, status, code):
+    server = fake_server
     with server.http() as http:
+        assert http.post("/reset", json={}).status_code == 200  # a running episode: only the request is bad
         if isinstance(body, str):
             response = http.request(method, path, content=body, headers={"content-type": "application/json"})
         else:
@@ -107,8 +108,8 @@ def test_http_bad_requests_get_typed_4xx(probe_server, method, path, body, statu
         assert http.get("/health").json()["status"] == "healthy"
 
 
-def test_production_mode_serves_no_simulation_route_for_any_session(x11):
-    with ServerProcess("--mode", "production", "--no-vnc") as server:
+def test_production_mode_serves_no_simulation_route_for_any_session():
+    with ServerProcess("--mode", "production", "--desktop", "fake") as server:
         with server.http() as http:
             sid = http.post("/sessions").json()["session_id"]
             for method, path in (("POST", "/step"), ("GET", "/state"), ("POST", "/reset"),
@@ -120,8 +121,8 @@ def test_production_mode_serves_no_simulation_route_for_any_session(x11):
 
 
 # -- WebSocket sessions ------------------------------------------------------------------------------------
-def test_ws_protocol_and_error_frames(probe_server):
-    server, _ = probe_server
+def test_ws_protocol_and_error_frames(fake_server):
+    server = fake_server
     with connect(ws_url(server), max_size=2**26) as ws:
         before = ws_call(ws, {"type": "step", "data": {"type": "wait", "ms": 1}})
         assert before["type"] == "error" and before["data"]["code"] == "EXECUTION_ERROR"
@@ -164,8 +165,8 @@ def test_ws_client_vanishing_mid_step_frees_its_desktop(probe_server):
         assert [s["kind"] for s in http.get("/sessions").json()] == ["default"]
 
 
-def test_capacity_and_idle_reaper(x11):
-    with ServerProcess("--max-sessions", "2", "--idle-timeout", "1.5") as server:
+def test_capacity_and_idle_reaper():
+    with ServerProcess("--max-sessions", "2", "--idle-timeout", "1.5", "--desktop", "fake") as server:
         with server.http() as http:
             created = http.post("/sessions").json()
             assert created["mcp_url"].endswith(f"/sessions/{created['session_id']}/mcp")
@@ -206,8 +207,8 @@ def test_eight_sessions_each_see_only_their_own_desktop(x11, tmp_path):
             assert sum(red) == 1, f"session {i} sees marks of others: {red}"
 
 
-def test_agent_token_of_one_session_is_refused_by_another(x11):
-    with ServerProcess("--agent-tokens") as server:
+def test_agent_token_of_one_session_is_refused_by_another():
+    with ServerProcess("--agent-tokens", "--desktop", "fake") as server:
         with server.http() as http:
             a = http.post("/sessions").json()
             b = http.post("/sessions").json()
@@ -225,12 +226,12 @@ def test_agent_token_of_one_session_is_refused_by_another(x11):
         assert ok.status_code == 200 and ok.json()["result"]["structuredContent"]["height"] == 800
 
 
-def test_exposed_binding_requires_secrets(x11):
-    server = ServerProcess("--host", "0.0.0.0")
+def test_exposed_binding_requires_secrets():
+    server = ServerProcess("--host", "0.0.0.0", "--desktop", "fake")
     with pytest.raises(AssertionError, match="refusing to listen on 0.0.0.0"):
         server.start()
     tokens = {"HCI_ENVS_CONTROL_TOKEN": "ctl-secret", "HCI_ENVS_AGENT_TOKEN": "agent-secret"}
-    with ServerProcess("--host", "0.0.0.0", env=tokens) as server:
+    with ServerProcess("--host", "0.0.0.0", "--desktop", "fake", env=tokens) as server:
         with server.http() as http:
             assert http.post("/reset", json={}).status_code == 401
             assert http.post("/reset", json={}, headers={"authorization": "Bearer ctl-secret"}).status_code == 200
@@ -239,8 +240,8 @@ def test_exposed_binding_requires_secrets(x11):
             assert mcp.ok("screen_size").structured_content["width"] == 1280
 
 
-def test_loopback_server_refuses_foreign_hosts_and_origins(probe_server):
-    server, _ = probe_server
+def test_loopback_server_refuses_foreign_hosts_and_origins(fake_server):
+    server = fake_server
     with server.http() as http:
         assert http.get("/health", headers={"host": "evil.example"}).status_code == 403
         assert http.get("/health", headers={"origin": "http://evil.example"}).status_code == 403
@@ -295,20 +296,21 @@ def test_xvfb_killed_under_the_server_keeps_it_up(fresh_probe):
 
 # -- snapshots and the home directory --------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["bad\x00name", "x" * 300, "../up", ".hidden", "", "tab\there"])
-def test_bad_snapshot_names_are_typed_errors(fresh_probe, name):
-    server, _ = fresh_probe
+def test_bad_snapshot_names_are_typed_errors(fake_server, name):
+    server = fake_server
     with server.http() as http:
+        assert http.post("/reset", json={}).status_code == 200
         reply = http.post("/snapshot", json={"name": name})
         assert reply.status_code == 400 and reply.json()["error"]["code"] == "CONFIG_ERROR", reply.text
         assert http.get("/health").json()["status"] == "healthy"
 
 
-def test_snapshots_skip_pipes_keep_sparse_files_sparse_and_refuse_oversize(x11):
+def test_snapshots_skip_pipes_keep_sparse_files_sparse_and_refuse_oversize():
     from traits import DesktopEnv
 
     from hci_envs.homes import SnapshotError
 
-    with DesktopEnv(max_snapshot_bytes=32 * 1024**2) as env:
+    with DesktopEnv(max_snapshot_bytes=32 * 1024**2, desktop="fake") as env:
         env.reset()
         os.mkfifo(env.home / "pipe")  # opening it to copy would block for ever
         with open(env.home / "sparse.bin", "wb") as f:  # 300 MB long, one page of data
@@ -332,13 +334,13 @@ def test_snapshots_skip_pipes_keep_sparse_files_sparse_and_refuse_oversize(x11):
         assert failed.value.code == "SNAPSHOT_ERROR" and "too-big" not in env.snapshots()
 
 
-def test_home_template_and_snapshots(x11, tmp_path):
+def test_home_template_and_snapshots(tmp_path):
     from traits import DesktopEnv
 
     template = tmp_path / "template"
     (template / "docs").mkdir(parents=True)
     (template / "docs" / "note.txt").write_text("original")
-    with DesktopEnv(start_state={"home_template": str(template)}) as env:
+    with DesktopEnv(start_state={"home_template": str(template)}, desktop="fake") as env:
         env.reset()
         note = env.home / "docs" / "note.txt"
         assert note.read_text() == "original"
@@ -352,7 +354,7 @@ def test_home_template_and_snapshots(x11, tmp_path):
         assert note.read_text() == "edited" and (env.home / "new.txt").read_text() == "new"
 
 
-def test_client_snapshot_branches_its_own_session(x11):
+def test_client_snapshot_branches_its_own_session(fake_server):
     """A client's desktop is its own WebSocket session: its snapshot and branch must act on that session."""
     from hci_envs.errors import ConfigError
 
@@ -369,25 +371,25 @@ def test_client_snapshot_branches_its_own_session(x11):
             result = await env.call_tool("bash", command="cat saved.txt")
             return result.observation.data["stdout"]
 
-    with ServerProcess("--env", "workstation") as server:
-        with HciEnvClient(server.base_url) as env:
-            env.reset()
-            env.call_tool("bash", command="echo kept > saved.txt")
-            assert env.snapshot("branch")["name"] == "branch"
-            env.call_tool("bash", command="echo changed > saved.txt")
-            env.reset()
-            assert cat(env) == "missing\n"
-            env.reset(snapshot="branch")
-            assert cat(env) == "kept\n"
-            with pytest.raises(ConfigError, match="snapshot"):
-                env.snapshot("bad/name")
-            assert cat(env) == "kept\n"  # the session carries on
-        assert asyncio.run(async_side(server.base_url)) == "async\n"
+    server = fake_server
+    with HciEnvClient(server.base_url) as env:
+        env.reset()
+        env.call_tool("bash", command="echo kept > saved.txt")
+        assert env.snapshot("branch")["name"] == "branch"
+        env.call_tool("bash", command="echo changed > saved.txt")
+        env.reset()
+        assert cat(env) == "missing\n"
+        env.reset(snapshot="branch")
+        assert cat(env) == "kept\n"
+        with pytest.raises(ConfigError, match="snapshot"):
+            env.snapshot("bad/name")
+        assert cat(env) == "kept\n"  # the session carries on
+    assert asyncio.run(async_side(server.base_url)) == "async\n"
 
 
 # -- the client library ----------------------------------------------------------------------------------
-def test_client_from_local_starts_and_always_stops_the_server(x11):
-    with HciEnvClient.from_local(size=(800, 600), apps=["xterm"]) as env:
+def test_client_from_local_starts_and_always_stops_the_server():
+    with HciEnvClient.from_local(size=(800, 600), apps=["xterm"], desktop="fake") as env:
         provider = env.provider
         pid = provider.proc.pid
         result = env.reset()
@@ -407,15 +409,15 @@ def test_client_from_local_starts_and_always_stops_the_server(x11):
         env.step({"type": "wait", "ms": 1})
 
 
-def test_client_capacity_error_is_typed(x11):
-    with ServerProcess("--max-sessions", "1") as server:
+def test_client_capacity_error_is_typed():
+    with ServerProcess("--max-sessions", "1", "--desktop", "fake") as server:
         with pytest.raises(CapacityError):
             HciEnvClient(server.base_url).reset()
 
 
-def test_async_client(x11):
+def test_async_client():
     async def run() -> None:
-        env = await AsyncHciEnvClient.from_local(apps=["xterm"])
+        env = await AsyncHciEnvClient.from_local(apps=["xterm"], desktop="fake")
         async with env:
             result = await env.reset()
             assert result.observation.screenshot.width == 1280
@@ -456,8 +458,8 @@ def test_killed_client_process_stops_its_local_server(x11, tmp_path):
     assert not [p for p in desktop if alive(p)]
 
 
-def test_step_results_carry_images_of_tool_calls(fresh_probe):
-    server, _ = fresh_probe
+def test_step_results_carry_images_of_tool_calls(fake_server):
+    server = fake_server
     with HciEnvClient(server.base_url) as env:
         env.reset()
         result = env.step({"tool": "screenshot", "arguments": {"format": "jpeg", "max_side": 640}})

@@ -135,6 +135,25 @@ def test_four_containers_are_isolated(docker_client):
         assert red[i] and sum(red) == 1, f"container {i} sees {red}"
 
 
+def test_async_client_from_docker_image(docker_client):
+    import asyncio
+
+    from hci_envs import AsyncHciEnvClient
+
+    async def run() -> tuple[str, dict]:
+        async with await AsyncHciEnvClient.from_docker_image(BASE_IMAGE) as env:
+            name = env.provider.container.name
+            first = await env.reset()
+            assert first.observation.screenshot.width == 1280
+            moved = await env.step({"type": "mouse_move", "x": 21, "y": 34})
+            assert moved.observation.text == "moved to (21, 34)"
+            return name, (await env.call_tool("cursor_position")).observation.data
+
+    name, cursor = asyncio.run(run())
+    assert cursor == {"x": 21, "y": 34}
+    assert not docker_client.containers.list(all=True, filters={"name": name})
+
+
 def test_killed_container_gives_a_clear_error_and_is_cleaned_up(docker_client):
     env = HciEnvClient.from_docker_image(BASE_IMAGE, timeout=20)
     try:

@@ -29,8 +29,8 @@ def run_peer(script: str, *args: str, timeout: float = 180) -> dict | list:
 
 
 @pytest.fixture(scope="module")
-def server(x11):
-    with ServerProcess("--app", "xterm", "--max-sessions", "6") as server:
+def server():
+    with ServerProcess("--app", "xterm", "--max-sessions", "6", "--desktop", "fake") as server:
         yield server
 
 
@@ -65,8 +65,8 @@ def test_concurrent_openenv_sessions(server):
     assert sorted((r["cursor"]["x"], r["cursor"]["y"]) for r in results) == [(10 + i, 20 + i) for i in range(4)]
 
 
-def test_production_mode_validates_without_reset(x11):
-    with ServerProcess("--mode", "production") as server:
+def test_production_mode_validates_without_reset():
+    with ServerProcess("--mode", "production", "--desktop", "fake") as server:
         python = openenv_python()
         cli = str(Path(python).parent / "openenv")
         out = subprocess.run([cli, "validate", "--url", server.base_url, "--json"], capture_output=True,

@@ -59,10 +59,11 @@ def test_killed_server_leaves_no_process(x11, tmp_path):
 
 
 def test_desktop_close_leaves_no_process(x11, tmp_path):
-    from hci_envs.desktop import AppSpec, Desktop, DesktopConfig
+    from hci_envs import AppState, StartState
+    from hci_envs.desktop import Desktop
 
     probe = Probe(tmp_path)
-    with Desktop(DesktopConfig(apps=[AppSpec(probe.command(), "probe")])) as desktop:
+    with Desktop(StartState(apps=[AppState(command=probe.command(), name="probe")])) as desktop:
         pids = desktop.processes.pids()
         assert len(pids) == 3 and all(alive(p) for p in pids)
         assert desktop.health().ok

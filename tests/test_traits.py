@@ -100,8 +100,8 @@ def test_bad_code_gets_a_clear_error_and_the_session_carries_on(workstation, cod
 
 
 @pytest.fixture(scope="module")
-def workstation(x11):
-    env = WorkstationEnv()
+def workstation():
+    env = WorkstationEnv(desktop="fake")
     env.reset()
     yield env
     env.close()
@@ -161,8 +161,8 @@ def test_discovery_from_the_registry(workstation):
         env.call_tool("browse_tools", {"path": "Nope/x.py"})
 
 
-def test_check_env_passes_shipped_and_catches_broken(x11):
-    assert check_env(WorkstationEnv)["ok"]
+def test_check_env_passes_shipped_and_catches_broken():
+    assert check_env(WorkstationEnv, desktop="fake")["ok"]
 
     class Broken(HumanComputerInterfaceable, DesktopEnvironment):
         @tool(read_only=True)
@@ -173,11 +173,11 @@ def test_check_env_passes_shipped_and_catches_broken(x11):
             raise ActionError("broken on purpose")
 
     with pytest.raises(EnvCheckError, match="read-only tool 'flaky' failed"):
-        check_env(Broken)
+        check_env(Broken, desktop="fake")
 
 
-def test_session_mode_picks_the_advertised_interface(x11):
-    with ServerProcess("--env", "workstation", "--action-mode", "code") as server:
+def test_session_mode_picks_the_advertised_interface():
+    with ServerProcess("--env", "workstation", "--action-mode", "code", "--desktop", "fake") as server:
         with server.http() as http:
             state = http.get("/state").json()
             assert state["action_mode"] == "code" and state["mcp_url"].endswith("/mcp/code")

@@ -10,10 +10,11 @@ from __future__ import annotations
 import inspect
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, TypeAdapter, ValidationError
 
 from hci_envs.actions import ACTIONS
-from hci_envs.tools import ToolOutput, ToolSpec
+from hci_envs.errors import InvalidActionError
+from hci_envs.tools import ToolOutput, ToolSpec, invalid_arguments
 from hci_envs.trait import Trait
 
 _SETTLE = inspect.Parameter(
@@ -24,6 +25,9 @@ _SETTLE = inspect.Parameter(
         bool, Field(description="Return once the screen has stopped changing (up to 2 s) instead of at once.")
     ],
 )
+
+
+_BOOL = TypeAdapter(bool)
 
 
 def _parameters(model: Any) -> tuple[inspect.Parameter, ...]:
@@ -40,13 +44,27 @@ def _parameters(model: Any) -> tuple[inspect.Parameter, ...]:
     return tuple(params)
 
 
-def _handler(action_type: str) -> Any:
-    def run(env: Any, settle: bool = False, **fields: Any) -> ToolOutput:
-        result = env.executor.run({"type": action_type, **fields}, settle=settle)
-        images = [result.image] if result.image is not None else []
-        return ToolOutput(text=result.text, data=result.structured() or None, images=images)
+def _handler(env: Any, action: Any, settle: bool = False) -> ToolOutput:
+    result = env.executor.run(action, settle=settle)
+    images = [result.image] if result.image is not None else []
+    return ToolOutput(text=result.text, data=result.structured() or None, images=images)
 
-    return run
+
+def _parser(action_type: str, model: Any) -> Any:
+    """The arguments as the action's own model, validated once (the executor then only checks them against
+    the screen); ``settle`` is the tool's, not the action's."""
+
+    def parse(arguments: dict[str, Any]) -> dict[str, Any]:
+        if "type" in arguments:
+            raise InvalidActionError(f"{action_type}.type: Extra inputs are not permitted", field="type")
+        try:
+            settle = _BOOL.validate_python(arguments.pop("settle", False)) if model.injects_input else False
+            action = model.model_validate({**arguments, "type": action_type})
+        except ValidationError as exc:
+            raise invalid_arguments(exc, action_type) from None
+        return {"action": action, "settle": settle}
+
+    return parse
 
 
 def action_tool_specs() -> list[ToolSpec]:
@@ -56,7 +74,8 @@ def action_tool_specs() -> list[ToolSpec]:
             name=name,
             description=inspect.cleandoc(model.__doc__ or name),
             parameters=_parameters(model),
-            handler=_handler(name),
+            handler=_handler,
+            parse=_parser(name, model),
             read_only=model.read_only,
             trait="HumanComputerInterfaceable",
         )

@@ -17,6 +17,8 @@ import difflib
 import functools
 import re
 
+from ..errors import UnknownKeyError
+
 MODIFIER_KEYSYMS = {
     "ctrl": "Control_L",
     "shift": "Shift_L",
@@ -121,10 +123,6 @@ _GROUPS = (
 )
 _UNICODE_NAME = re.compile(r"^[Uu]\+?([0-9A-Fa-f]{4,6})$")
 UNICODE_KEYSYM_BASE = 0x01000000
-
-
-class UnknownKeyError(ValueError):
-    """A key name that is neither an alias, an X keysym name nor a single character."""
 
 
 @functools.cache

@@ -16,13 +16,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import HciEnvsError, InvalidActionError
-
-
-class UnsupportedActionError(InvalidActionError):
-    """The action has no faithful translation in the other schema."""
-
-    code = "UNSUPPORTED_ACTION"
+from ..errors import HciEnvsError, InvalidActionError, UnsupportedActionError
 
 
 class EpisodeSignal(Exception):

@@ -4,8 +4,8 @@ Needs the ``server`` extra and X11 programs (Xvfb, a window manager); nothing el
 module import time, so clients work without it.
 """
 
-from .desktop import APT_PACKAGES, AppSpec, Desktop, DesktopConfig, DesktopHealth
+from .desktop import APT_PACKAGES, Desktop, DesktopHealth
 from .encode import Frame, decode
 from .screen import EncodedImage
 
-__all__ = ["APT_PACKAGES", "AppSpec", "Desktop", "DesktopConfig", "DesktopHealth", "EncodedImage", "Frame", "decode"]
+__all__ = ["APT_PACKAGES", "Desktop", "DesktopHealth", "EncodedImage", "Frame", "decode"]

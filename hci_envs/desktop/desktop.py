@@ -1,6 +1,6 @@
 """A virtual X desktop: an Xvfb display, a window manager and apps, with screen, input and clipboard access.
 
-    with Desktop(DesktopConfig(width=1280, height=800, apps=[AppSpec(["xterm"])])) as desktop:
+    with Desktop(StartState(width=1280, height=800, apps=[AppState(command=["xterm"])])) as desktop:
         image = desktop.screen.capture(fmt="jpeg")
         desktop.input.click(1, at=(100, 100))
 
@@ -25,9 +25,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ConfigError, DesktopDiedError, DisplayStartError, MissingDependencyError
-from . import xauth
 from ..accounts import AGENT_PATH, AgentAccount
+from ..errors import ConfigError, DesktopDiedError, DisplayStartError, MissingDependencyError
+from ..protocol import AppState, StartState
+from . import xauth
 from .events import DesktopEvents
 from .processes import ProcessSupervisor
 from .screen import Screen
@@ -54,52 +55,6 @@ def _which(program: str) -> str:
     return path
 
 
-@dataclass(frozen=True)
-class AppSpec:
-    """An application launched into the desktop.
-
-    ``command`` is an argv list or a shell-style string. With ``wait_for_window`` the desktop waits (up to
-    ``timeout`` seconds) for the app to map a new top-level window before it counts as started.
-    """
-
-    command: tuple[str, ...] | list[str] | str
-    name: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    wait_for_window: bool = True
-    timeout: float = 15.0
-    #: An app that exits ends the episode (truncated); set False for launchers that exit on their own.
-    required: bool = True
-
-    @property
-    def argv(self) -> list[str]:
-        return shlex.split(self.command) if isinstance(self.command, str) else list(self.command)
-
-    @property
-    def label(self) -> str:
-        return self.name or Path(self.argv[0]).name
-
-
-@dataclass
-class DesktopConfig:
-    """The declared shape of a desktop: screen, window manager, apps and their environment."""
-
-    width: int = 1280
-    height: int = 800
-    depth: int = 24
-    dpi: int = 96
-    window_manager: str | None = "openbox"
-    apps: list[AppSpec] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)
-    home: str | None = None
-    start_timeout: float = 15.0
-
-    def __post_init__(self) -> None:
-        if not (16 <= self.width <= 8192 and 16 <= self.height <= 8192):
-            raise ConfigError(f"screen size {self.width}x{self.height} is out of range (16..8192 per side)")
-        if self.depth not in (16, 24):
-            raise ConfigError(f"depth must be 16 or 24, not {self.depth}")
-
-
 @dataclass
 class DesktopHealth:
     ok: bool
@@ -119,9 +74,15 @@ class Desktop:
     With ``account``, the agent's side runs as that account, and every process of the account ends when the
     desktop closes or its session restarts."""
 
-    def __init__(self, config: DesktopConfig | None = None, *, account: AgentAccount | None = None,
-                 max_processes: int = 0) -> None:
-        self.config = config or DesktopConfig()
+    def __init__(self, state: StartState | None = None, *, home: str | None = None,
+                 account: AgentAccount | None = None, max_processes: int = 0, dpi: int = 96,
+                 start_timeout: float = 15.0) -> None:
+        #: The declared screen, window manager, apps and variables (a start state; its home template and
+        #: clipboard are the environment's business).
+        self.state = state or StartState()
+        self.home_path = home
+        self.dpi = dpi
+        self.start_timeout = start_timeout
         self.account = account
         self.max_processes = max_processes
         self.processes = ProcessSupervisor()
@@ -131,7 +92,7 @@ class Desktop:
         self.events: DesktopEvents
         self._xvfb: subprocess.Popen[bytes] | None = None
         self._wm: subprocess.Popen[bytes] | None = None
-        self._apps: list[tuple[AppSpec, subprocess.Popen[bytes]]] = []
+        self._apps: list[tuple[AppState, subprocess.Popen[bytes]]] = []
         self._runtime = Path(tempfile.mkdtemp(prefix="hci-envs-desktop-"))
         # the agent's runtime directory (XDG_RUNTIME_DIR, TMPDIR, its copy of the cookie), private to it
         if account is not None:
@@ -154,11 +115,11 @@ class Desktop:
 
     @property
     def size(self) -> tuple[int, int]:
-        return self.config.width, self.config.height
+        return self.state.width, self.state.height
 
     @property
     def home(self) -> str:
-        return self.config.home or str(self.agent_runtime)
+        return self.home_path or str(self.agent_runtime)
 
     def app_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         """The environment of the agent's side, built from nothing: the display and its cookie, the home, the
@@ -180,7 +141,7 @@ class Desktop:
             "TMPDIR": str(tmp),
             "NO_AT_BRIDGE": "1",
         })
-        env.update(self.config.env)
+        env.update(self.state.env)
         if extra:
             env.update(extra)
         return env
@@ -214,14 +175,14 @@ class Desktop:
             self._make_agent_tmp()
             self._start_display()
             # The window manager starts while we open our connections; we wait for it afterwards.
-            wm_ready = self._spawn_window_manager() if self.config.window_manager else None
+            wm_ready = self._spawn_window_manager() if self.state.window_manager else None
             self.events = DesktopEvents(self.display)
             self.input = Input(self.display)
             self.input.move(0, 0)  # every episode starts with the pointer in the same place
             self.screen = Screen(self.display)
             if wm_ready is not None:
                 self._wait_window_manager(wm_ready)
-            for app in self.config.apps:
+            for app in self.state.apps:
                 self.launch(app)
             self._focus_newest()
             self.events.wait_settled(quiet=SETTLE_QUIET, timeout=3.0)
@@ -237,13 +198,13 @@ class Desktop:
         xauth.write_server_file(server_auth, cookie)
         log_path = self._runtime / "xvfb.log"
         read_fd, write_fd = os.pipe()
-        c = self.config
+        c = self.state
         _own_socket_dir()
         argv = [
             xvfb, "-displayfd", str(write_fd), "-screen", "0", f"{c.width}x{c.height}x{c.depth}",
             # The abstract socket stays on: X clients try it first, and a name Xvfb does not hold could be
             # bound by an agent to catch other sessions' connections (and their cookies).
-            "-dpi", str(c.dpi), "-nolisten", "tcp", "-auth", str(server_auth), "-noreset",
+            "-dpi", str(self.dpi), "-nolisten", "tcp", "-auth", str(server_auth), "-noreset",
             "+extension", "RANDR",
         ]
         with open(log_path, "wb") as log_file:
@@ -252,12 +213,12 @@ class Desktop:
             finally:
                 os.close(write_fd)
         try:
-            number = _read_display_number(read_fd, self._xvfb, c.start_timeout)
+            number = _read_display_number(read_fd, self._xvfb, self.start_timeout)
         finally:
             os.close(read_fd)
         if number is None:
             raise DisplayStartError(
-                f"Xvfb did not start within {c.start_timeout}s: {_tail(log_path)}", log=_tail(log_path)
+                f"Xvfb did not start within {self.start_timeout}s: {_tail(log_path)}", log=_tail(log_path)
             )
         self.display_number = number
         xauth.PROCESS_AUTHORITY.add(number, cookie)
@@ -275,7 +236,7 @@ class Desktop:
         """Start the window manager; returns the file it touches once it has started. openbox runs on the
         server's side with a configuration that can start no program (see :mod:`.wm`), so it outlives resets;
         any other window manager runs as the agent."""
-        name = self.config.window_manager or ""
+        name = self.state.window_manager or ""
         argv = [_which(name)] if " " not in name else shlex.split(name)
         ready_file = self._runtime / "wm-ready"
         ready_file.unlink(missing_ok=True)
@@ -296,9 +257,9 @@ class Desktop:
 
     def _wait_window_manager(self, ready_file: Path) -> None:
         assert self._wm is not None
-        name = self.config.window_manager
+        name = self.state.window_manager
         log_path = self._runtime / "wm.log"
-        deadline = time.monotonic() + self.config.start_timeout
+        deadline = time.monotonic() + self.start_timeout
         while not (ready_file.exists() and self.input.root_property("_NET_SUPPORTING_WM_CHECK")):
             if self._wm.poll() is not None:
                 raise DisplayStartError(f"the window manager {name!r} exited: {_tail(log_path)}")
@@ -306,7 +267,7 @@ class Desktop:
                 raise DisplayStartError(f"the window manager {name!r} did not start: {_tail(log_path)}")
             time.sleep(0.01)
 
-    def launch(self, app: AppSpec) -> subprocess.Popen[bytes]:
+    def launch(self, app: AppState) -> subprocess.Popen[bytes]:
         """Start an app on this desktop; with ``app.wait_for_window`` return once it has mapped a window."""
         argv = app.argv
         if not argv:
@@ -363,11 +324,11 @@ class Desktop:
                 time.sleep(0.01)
             return path
 
-    def can_reuse(self, config: DesktopConfig) -> bool:
-        """Whether a reset to ``config`` can keep this display and window manager (same screen, healthy)."""
-        c = self.config
-        same = (c.width, c.height, c.depth, c.dpi, c.window_manager) == (
-            config.width, config.height, config.depth, config.dpi, config.window_manager
+    def can_reuse(self, state: StartState) -> bool:
+        """Whether a reset to ``state`` can keep this display and window manager (same screen, healthy)."""
+        c = self.state
+        same = (c.width, c.height, c.depth, c.window_manager) == (
+            state.width, state.height, state.depth, state.window_manager
         )
         return same and self._started and not self._closed and self.health().ok
 
@@ -396,21 +357,21 @@ class Desktop:
         shutil.rmtree(tmp, ignore_errors=True)
         self._make_agent_tmp()
 
-    def restart_session(self, config: DesktopConfig) -> None:
+    def restart_session(self, state: StartState) -> None:
         """A warm reset: end the agent's side, put input, clipboard and access control back to neutral,
-        relaunch the apps of ``config`` (and a window manager on the agent's side, which ended with the rest),
+        relaunch the apps of ``state`` (and a window manager on the agent's side, which ended with the rest),
         and wait for the screen to settle. The display stays up."""
         self.end_agent_side()
-        self.config = config
+        self.state = state
         self.input.release_all()
         self.input.keyboard.restore()
         self.input.restore_access_control()
         self.input.move(0, 0)
         self.events.clear_clipboard()
-        if self.config.window_manager and (self._wm is None or self._wm.poll() is not None):
+        if self.state.window_manager and (self._wm is None or self._wm.poll() is not None):
             # before the apps: a window manager still starting can hold up their windows for seconds
             self._wait_window_manager(self._spawn_window_manager())
-        for app in config.apps:
+        for app in state.apps:
             self.launch(app)
         self._focus_newest()
         self.events.wait_settled(quiet=SETTLE_QUIET, timeout=3.0)
@@ -440,7 +401,7 @@ class Desktop:
             return list(listed or [])
         return self.input.mapped_children()
 
-    def apps(self) -> list[tuple[AppSpec, subprocess.Popen[bytes]]]:
+    def apps(self) -> list[tuple[AppState, subprocess.Popen[bytes]]]:
         return list(self._apps)
 
     def quick_failure(self) -> str | None:

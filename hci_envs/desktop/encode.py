@@ -17,6 +17,8 @@ from typing import Literal
 import numpy as np
 from PIL import Image
 
+from ..errors import InvalidActionError
+
 try:  # ISA-L's deflate; plain zlib is correct but about four times slower on screen content
     from isal import isal_zlib as _deflate
 
@@ -94,7 +96,7 @@ def encode(frame: Frame, fmt: ImageFormat, quality: int | None = None) -> bytes:
         return encode_jpeg(frame, quality or DEFAULT_QUALITY)
     if fmt == "webp":
         return encode_webp(frame, quality or DEFAULT_QUALITY)
-    raise ValueError(f"unknown image format {fmt!r}")
+    raise InvalidActionError(f"unknown image format {fmt!r}; expected png, jpeg or webp", field="format")
 
 
 def downscale(frame: Frame, width: int, height: int) -> Frame:

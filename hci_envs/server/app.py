@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -24,50 +24,18 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from .. import __version__
-from ..errors import AuthError, ConfigError, HciEnvsError, SessionNotFoundError
-from ..accounts import IsolationStatus, agent_uids, resolve_isolation
-from ..env import BASE_TOOLS, CODE_TOOL
+from ..errors import HciEnvsError, SessionNotFoundError
+from . import control, recording_routes, vnc_routes
 from .config import ServerConfig
+from .core import HciServer
+from .deps import bearer, error_response
 from .guards import HostGuard, PeerGuard
-from .mcp_bridge import SCOPE_KEY, build_mcp_server, session_from_context
-from .sessions import Session, SessionManager
+from .mcp_bridge import SCOPE_KEY
 
 log = logging.getLogger(__name__)
 
 #: Largest MCP request body accepted (a clipboard or type_text payload of MAX_TEXT_CHARS fits easily).
 MAX_MCP_BODY = 8 * 1024 * 1024
-
-HTTP_STATUS = {
-    "VALIDATION_ERROR": 422,
-    "UNKNOWN_TOOL": 404,
-    "SESSION_NOT_FOUND": 404,
-    "CAPACITY_REACHED": 503,
-    "UNAUTHORIZED": 401,
-    "MODE_FORBIDDEN": 403,
-    "STATE_ERROR": 409,
-    "HUMAN_CONTROL": 409,
-    "CONFIG_ERROR": 400,
-    "TIMEOUT": 504,
-    "DESKTOP_DIED": 503,
-    "DISPLAY_START_FAILED": 503,
-    "MISSING_DEPENDENCY": 500,
-    "TOO_MANY_CALLS": 429,
-    "SNAPSHOT_ERROR": 400,
-}
-
-
-def error_response(exc: HciEnvsError) -> JSONResponse:
-    status = HTTP_STATUS.get(exc.code, 400 if isinstance(exc, ConfigError) else 500)
-    headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, AuthError) else None
-    return JSONResponse({"error": exc.to_dict(), "detail": exc.message}, status_code=status, headers=headers)
-
-
-def bearer(headers: Any) -> str | None:
-    value = headers.get("authorization")
-    if value and value.lower().startswith("bearer "):
-        return value[7:].strip()
-    return None
-
 
 class McpEndpoint:
     """Routes an MCP request to its session (after checking the agent token) and into the MCP SDK."""
@@ -144,80 +112,6 @@ def _not_jsonrpc(body: bytes) -> dict[str, Any] | None:
             "error": {"code": -32600, "message": "Invalid request: not a JSON-RPC 2.0 message", "data": None},
         }
     return None
-
-
-class HciServer:
-    """The running server: its configuration, sessions and MCP server."""
-
-    def __init__(self, config: ServerConfig) -> None:
-        if config.env_class is None:
-            raise ConfigError("ServerConfig.env_class is required")
-        #: Whether each session's agent side runs as an account of its own; said at start-up and in
-        #: /metadata and every session's state.
-        self.isolation: IsolationStatus = resolve_isolation(config.isolation)  # type: ignore[arg-type]
-        config.check_exposure(self.isolation.mode)
-        if self.isolation.mode == "uid" and config.max_sessions > self.isolation.accounts:
-            raise ConfigError(
-                f"max_sessions {config.max_sessions} exceeds the {self.isolation.accounts} agent accounts of this "
-                "machine (one per live session); create more as root with `python3 -m hci_envs install "
-                f"--agent-accounts {config.max_sessions}`, or lower --max-sessions")
-        self.agent_uids = agent_uids() if self.isolation.mode == "uid" else frozenset()
-        self.config = config
-        self.startup_hooks: list[Callable[[], Awaitable[None]]] = []
-        self.shutdown_hooks: list[Callable[[], object]] = []
-        self.vnc_port: int | None = None
-        env_class = config.env_class
-        self.env_class = env_class
-        self.sessions = SessionManager(
-            self._make_env,
-            max_sessions=config.max_sessions,
-            idle_timeout=config.idle_timeout,
-            agent_tokens=config.agent_tokens,
-            default_agent_token=config.agent_token,
-            setup=self.setup_session,
-            default_mode=config.action_mode,
-            concurrency=config.session_concurrency,
-            max_queued=config.max_queued_calls,
-        )
-        specs = env_class.tool_specs()
-        name = getattr(env_class, "__name__", "hci-envs")
-        instructions = getattr(env_class, "description", None) or None
-        # Two faces of one registry: every tool one call at a time, or CodeAct (code in which every tool is a
-        # function) with the discovery tools.
-        self.mcp = build_mcp_server(
-            {n: s for n, s in specs.items() if n != CODE_TOOL}, session_from_context,
-            name=name, instructions=instructions, version=__version__,
-        )
-        self.mcp_code = build_mcp_server(
-            {n: s for n, s in specs.items() if n in BASE_TOOLS}, session_from_context,
-            name=f"{name} (CodeAct)", instructions=instructions, version=__version__,
-        )
-        self.mcp_servers = {"tools": self.mcp, "code": self.mcp_code}
-
-    def _make_env(self) -> Any:
-        kwargs = {"isolation": self.isolation, "max_agent_processes": self.config.max_agent_processes,
-                  **self.config.env_kwargs}
-        return self.config.env_class(mode=self.config.mode, **kwargs)  # type: ignore[misc]
-
-    def mcp_url(self, session: Session, flavor: str | None = None) -> str:
-        """The session's MCP endpoint; ``flavor`` "tools" or "code" (default: the session's mode)."""
-        base = self.config.base_url()
-        path = "/mcp" if session.kind == "default" else f"/sessions/{session.id}/mcp"
-        return base + path + ("/code" if (flavor or session.mode) == "code" else "")
-
-    def setup_session(self, session: Session) -> None:
-        """Attach the per-session services (VNC) and publish the session's URLs in its state."""
-        info: dict[str, Any] = {
-            "session_id": session.id, "action_mode": session.mode, "mcp_url": self.mcp_url(session),
-            "mcp_tools_url": self.mcp_url(session, "tools"), "mcp_code_url": self.mcp_url(session, "code"),
-            "agent_token": session.agent_token,
-        }
-        session.on_close.append(lambda: session.recorder.stop("the session closed") if session.recorder else None)
-        if self.config.vnc:
-            from .vnc_routes import attach_vnc
-
-            info.update(attach_vnc(self, session))
-        session.env.session_info = info
 
 
 class HciApp:
@@ -318,13 +212,10 @@ def create_app(config: ServerConfig) -> HciApp:
             "desktop": desktop,
         }
 
-    from .control import install_control_plane
-    from .vnc_routes import install_vnc
-
-    from .recording_routes import install_recording
-
-    install_control_plane(app, server)
+    app.include_router(control.router)
+    if config.mode == "simulation":
+        app.include_router(control.simulation_router)
     if config.vnc:
-        install_vnc(app, server)
-    install_recording(app, server)
+        vnc_routes.install_vnc(app, server)
+    app.include_router(recording_routes.router)
     return HciApp(app, server, mcp_endpoint)

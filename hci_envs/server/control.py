@@ -6,24 +6,31 @@ connection gets a session of its own for its lifetime. ``/sessions`` creates, li
 callers that want several desktops over HTTP; each gets its own MCP path and agent token.
 
 With a control token configured, every route here requires ``Authorization: Bearer <token>`` (WebSocket
-clients may also pass ``?token=``).
+clients may also pass ``?token=``). :data:`router` holds the routes of every mode; :data:`simulation_router`
+the ones production mode does not have (``/reset``, ``/step``, ``/state``, per session too).
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import anyio
-from fastapi import Body, Depends, FastAPI, Request, WebSocket, WebSocketDisconnect
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from fastapi import APIRouter, Body, Depends, WebSocket, WebSocketDisconnect
+from pydantic import BaseModel, ConfigDict, Field
 
-from ..actions import ACTION_MODELS
+from ..errors import (
+    ActionTimeoutError,
+    AuthError,
+    HciEnvsError,
+    InvalidActionError,
+    wire_form,
+)
 from ..protocol import EnvState, Observation
-from ..errors import ActionTimeoutError, AuthError, HciEnvsError, InvalidActionError
-from .app import HciServer, bearer
+from ..steps import STEP_ACTION_SCHEMA
+from .core import HciServer
+from .deps import CONTROL, bearer, check_control_token, get_server, session_for
 from .sessions import Session
 
 log = logging.getLogger(__name__)
@@ -46,43 +53,6 @@ class StepRequest(BaseModel):
     request_id: str | None = Field(None, max_length=255)
 
 
-class ToolCall(BaseModel):
-    """Call one tool by name."""
-
-    model_config = ConfigDict(extra="forbid")
-    tool: str
-    arguments: dict[str, Any] = {}
-
-
-class CallToolAction(BaseModel):
-    """OpenEnv's MCP tool call."""
-
-    model_config = ConfigDict(extra="forbid")
-    type: str = Field("call_tool", pattern="^call_tool$")
-    tool_name: str
-    arguments: dict[str, Any] = {}
-    metadata: dict[str, Any] = {}
-
-
-class ListToolsAction(BaseModel):
-    """OpenEnv's MCP tool listing."""
-
-    model_config = ConfigDict(extra="forbid")
-    type: str = Field("list_tools", pattern="^list_tools$")
-    metadata: dict[str, Any] = {}
-
-
-class CodeAction(BaseModel):
-    """A CodeAct step: Python in which every tool is a function."""
-
-    model_config = ConfigDict(extra="forbid")
-    code: str
-
-
-_STEP_ITEM = Union[tuple([*ACTION_MODELS, ToolCall, CallToolAction, ListToolsAction, CodeAction])]  # noqa: UP007
-STEP_ACTION_SCHEMA = TypeAdapter(Union[_STEP_ITEM, list[_STEP_ITEM]]).json_schema()  # noqa: UP007
-
-
 def serialize_observation(obs: Observation) -> dict[str, Any]:
     """OpenEnv's shape: ``{"observation": {...}, "reward": r, "done": d, "metadata": m}``."""
     body = obs.model_dump(exclude={"reward", "done"}, exclude_none=True)
@@ -91,166 +61,166 @@ def serialize_observation(obs: Observation) -> dict[str, Any]:
     return out
 
 
-def install_control_plane(app: FastAPI, server: HciServer) -> None:
-    config = server.config
+router = APIRouter()
+simulation_router = APIRouter(dependencies=CONTROL)
+
+
+# -- metadata ---------------------------------------------------------------------------------------------
+@router.get("/metadata")
+async def metadata(server: HciServer = Depends(get_server)) -> dict[str, Any]:
+    from .. import __version__
+
     env_class = server.env_class
+    doc = (env_class.__doc__ or "").strip()
+    return {
+        "name": env_class.__name__,
+        "description": getattr(env_class, "description", "") or doc.splitlines()[0] if doc else env_class.__name__,
+        "readme_content": doc or None,
+        "version": __version__,
+        "author": "hci-envs",
+        "documentation_url": None,
+        "tools": sorted(env_class.tool_specs()),
+        "mode": server.config.mode,
+        "max_sessions": server.config.max_sessions,
+        "supports_concurrent_sessions": True,
+        "isolation": server.isolation.to_dict(),
+    }
 
-    def require_control(request: Request) -> None:
-        check_control_token(server, bearer(request.headers))
 
-    guard = [Depends(require_control)]
+@router.get("/schema")
+async def schema() -> dict[str, Any]:
+    return {
+        "action": STEP_ACTION_SCHEMA,
+        "observation": Observation.model_json_schema(),
+        "state": EnvState.model_json_schema(),
+        "reset_observation": Observation.model_json_schema(),
+    }
 
-    async def run(session: Session, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await session.run_control(fn, *args, **kwargs)
 
-    def session_for(session_id: str | None) -> Session:
-        return server.sessions.get(session_id) if session_id else server.sessions.default()
+# -- episodes over HTTP (the default session, or one named) --------------------------------------------------
+async def do_reset(session: Session, request: ResetRequest) -> dict[str, Any]:
+    options = request.model_dump(exclude_none=True)
+    seed = options.pop("seed", None)
+    episode_id = options.pop("episode_id", None)
+    obs = await session.run_control(session.env.reset, seed=seed, episode_id=episode_id, **options)
+    return serialize_observation(obs)
 
-    # -- metadata -----------------------------------------------------------------------------------
-    @app.get("/metadata")
-    async def metadata() -> dict[str, Any]:
-        from .. import __version__
 
-        doc = (env_class.__doc__ or "").strip()
-        return {
-            "name": env_class.__name__,
-            "description": getattr(env_class, "description", "") or doc.splitlines()[0] if doc else env_class.__name__,
-            "readme_content": doc or None,
-            "version": __version__,
-            "author": "hci-envs",
-            "documentation_url": None,
-            "tools": sorted(env_class.tool_specs()),
-            "mode": config.mode,
-            "max_sessions": config.max_sessions,
-            "supports_concurrent_sessions": True,
-            "isolation": server.isolation.to_dict(),
-        }
-
-    @app.get("/schema")
-    async def schema() -> dict[str, Any]:
-        return {
-            "action": STEP_ACTION_SCHEMA,
-            "observation": Observation.model_json_schema(),
-            "state": EnvState.model_json_schema(),
-            "reset_observation": Observation.model_json_schema(),
-        }
-
-    # -- the default session over HTTP ----------------------------------------------------------------
-    async def do_reset(session: Session, request: ResetRequest) -> dict[str, Any]:
-        options = request.model_dump(exclude_none=True)
-        seed = options.pop("seed", None)
-        episode_id = options.pop("episode_id", None)
-        obs = await run(session, session.env.reset, seed=seed, episode_id=episode_id, **options)
+async def do_step(session: Session, request: StepRequest) -> dict[str, Any]:
+    await session.ensure_started()
+    if request.timeout_s is None:
+        obs = await session.run_control(session.env.step, request.action)
         return serialize_observation(obs)
-
-    async def do_step(session: Session, request: StepRequest) -> dict[str, Any]:
-        await session.ensure_started()
-        if request.timeout_s is None:
-            obs = await run(session, session.env.step, request.action)
-            return serialize_observation(obs)
-        # The step itself keeps to the deadline (waits and commands are cut short); the grace covers a
-        # screenshot after it. Past that, the caller gets its answer anyway.
-        with anyio.move_on_after(request.timeout_s + STEP_TIMEOUT_GRACE):
-            obs = await run(session, session.env.step, request.action, timeout_s=request.timeout_s)
-            return serialize_observation(obs)
-        raise ActionTimeoutError(f"the step did not finish within timeout_s={request.timeout_s:g}",
-                                 timeout_s=request.timeout_s)
-
-    # OpenEnv's mode contract: in production the model's only way in is MCP, and the simulation routes
-    # (/reset, /step, /state) do not exist.
-    if config.mode == "simulation":
-
-        @app.post("/reset", dependencies=guard)
-        async def reset(request: ResetRequest = Body(default_factory=ResetRequest)) -> dict[str, Any]:
-            """Reset the default session's desktop to its start state (or a snapshot)."""
-            return await do_reset(session_for(None), request)
-
-        @app.post("/step", dependencies=guard)
-        async def step(request: StepRequest) -> dict[str, Any]:
-            """Run one action (or a list) on the default session and observe."""
-            return await do_step(session_for(None), request)
-
-        @app.get("/state", dependencies=guard)
-        async def state() -> dict[str, Any]:
-            return session_for(None).env.state.model_dump()
-
-    @app.post("/snapshot", dependencies=guard)
-    async def snapshot(name: str = Body(..., embed=True), session_id: str | None = Body(None, embed=True)) -> dict[str, Any]:
-        session = session_for(session_id)
-        await session.ensure_started()
-        return await run(session, session.env.snapshot, name)
-
-    # -- sessions -------------------------------------------------------------------------------------
-    def session_info(session: Session, with_token: bool = False) -> dict[str, Any]:
-        info = {"session_id": session.id, "kind": session.kind, **session.env.session_info}
-        if with_token and session.agent_token:
-            info["agent_token"] = session.agent_token
-        return info
-
-    @app.post("/sessions", dependencies=guard)
-    async def create_session(
-        mode: Literal["tools", "code"] | None = Body(None, embed=True),
-    ) -> dict[str, Any]:
-        """A new session with its own desktop, MCP path and agent token; ``mode`` picks the agent interface
-        its state advertises (one tool per call, or CodeAct)."""
-        session = await server.sessions.create("api", mode=mode)
-        return session_info(session, with_token=True)
-
-    @app.get("/sessions", dependencies=guard)
-    async def list_sessions() -> list[dict[str, Any]]:
-        return [session_info(s) for s in server.sessions.sessions()]
-
-    @app.delete("/sessions/{session_id}", dependencies=guard)
-    async def close_session(session_id: str) -> dict[str, Any]:
-        server.sessions.get(session_id)
-        await server.sessions.close(session_id)
-        return {"session_id": session_id, "closed": True}
-
-    if config.mode == "simulation":
-
-        @app.post("/sessions/{session_id}/reset", dependencies=guard)
-        async def session_reset(
-            session_id: str, request: ResetRequest = Body(default_factory=ResetRequest)
-        ) -> dict[str, Any]:
-            return await do_reset(session_for(session_id), request)
-
-        @app.post("/sessions/{session_id}/step", dependencies=guard)
-        async def session_step(session_id: str, request: StepRequest) -> dict[str, Any]:
-            return await do_step(session_for(session_id), request)
-
-        @app.get("/sessions/{session_id}/state", dependencies=guard)
-        async def session_state(session_id: str) -> dict[str, Any]:
-            return session_for(session_id).env.state.model_dump()
-
-    # -- WebSocket ------------------------------------------------------------------------------------
-    @app.websocket("/ws")
-    async def websocket(ws: WebSocket) -> None:
-        await ws.accept()
-        try:
-            check_control_token(server, bearer(ws.headers) or ws.query_params.get("token"))
-        except AuthError as exc:
-            await _send_error(ws, exc.message, "UNAUTHORIZED")
-            await ws.close(code=1008)
-            return
-        try:
-            session = await server.sessions.create("ws")
-        except HciEnvsError as exc:
-            await _send_error(ws, exc.message, exc.code, **exc.details)
-            await ws.close(code=1000)
-            return
-        try:
-            await _serve_ws(ws, session, run)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await server.sessions.close(session.id)
+    # The step itself keeps to the deadline (waits and commands are cut short); the grace covers a
+    # screenshot after it. Past that, the caller gets its answer anyway.
+    with anyio.move_on_after(request.timeout_s + STEP_TIMEOUT_GRACE):
+        obs = await session.run_control(session.env.step, request.action, timeout_s=request.timeout_s)
+        return serialize_observation(obs)
+    raise ActionTimeoutError(f"the step did not finish within timeout_s={request.timeout_s:g}",
+                             timeout_s=request.timeout_s)
 
 
-def check_control_token(server: HciServer, presented: str | None) -> None:
-    token = server.config.control_token
-    if token is None:
+# OpenEnv's mode contract: in production the model's only way in is MCP, and the simulation routes
+# (/reset, /step, /state) do not exist.
+@simulation_router.post("/reset")
+async def reset(request: ResetRequest = Body(default_factory=ResetRequest),
+                server: HciServer = Depends(get_server)) -> dict[str, Any]:
+    """Reset the default session's desktop to its start state (or a snapshot)."""
+    return await do_reset(session_for(server, None), request)
+
+
+@simulation_router.post("/step")
+async def step(request: StepRequest, server: HciServer = Depends(get_server)) -> dict[str, Any]:
+    """Run one action (or a list) on the default session and observe."""
+    return await do_step(session_for(server, None), request)
+
+
+@simulation_router.get("/state")
+async def state(server: HciServer = Depends(get_server)) -> dict[str, Any]:
+    return session_for(server, None).env.state.model_dump()
+
+
+@simulation_router.post("/sessions/{session_id}/reset")
+async def session_reset(session_id: str, request: ResetRequest = Body(default_factory=ResetRequest),
+                        server: HciServer = Depends(get_server)) -> dict[str, Any]:
+    return await do_reset(session_for(server, session_id), request)
+
+
+@simulation_router.post("/sessions/{session_id}/step")
+async def session_step(session_id: str, request: StepRequest,
+                       server: HciServer = Depends(get_server)) -> dict[str, Any]:
+    return await do_step(session_for(server, session_id), request)
+
+
+@simulation_router.get("/sessions/{session_id}/state")
+async def session_state(session_id: str, server: HciServer = Depends(get_server)) -> dict[str, Any]:
+    return session_for(server, session_id).env.state.model_dump()
+
+
+@router.post("/snapshot", dependencies=CONTROL)
+async def snapshot(name: str = Body(..., embed=True), session_id: str | None = Body(None, embed=True),
+                   server: HciServer = Depends(get_server)) -> dict[str, Any]:
+    session = session_for(server, session_id)
+    await session.ensure_started()
+    return await session.run_control(session.env.snapshot, name)
+
+
+# -- sessions ---------------------------------------------------------------------------------------------
+def session_info(session: Session, with_token: bool = False) -> dict[str, Any]:
+    info = {"session_id": session.id, "kind": session.kind, **session.env.session_info}
+    if with_token and session.agent_token:
+        info["agent_token"] = session.agent_token
+    return info
+
+
+@router.post("/sessions", dependencies=CONTROL)
+async def create_session(mode: Literal["tools", "code"] | None = Body(None, embed=True),
+                         server: HciServer = Depends(get_server)) -> dict[str, Any]:
+    """A new session with its own desktop, MCP path and agent token; ``mode`` picks the agent interface
+    its state advertises (one tool per call, or CodeAct)."""
+    session = await server.sessions.create("api", mode=mode)
+    return session_info(session, with_token=True)
+
+
+@router.get("/sessions", dependencies=CONTROL)
+async def list_sessions(server: HciServer = Depends(get_server)) -> list[dict[str, Any]]:
+    return [session_info(s) for s in server.sessions.sessions()]
+
+
+@router.delete("/sessions/{session_id}", dependencies=CONTROL)
+async def close_session(session_id: str, server: HciServer = Depends(get_server)) -> dict[str, Any]:
+    server.sessions.get(session_id)
+    await server.sessions.close(session_id)
+    return {"session_id": session_id, "closed": True}
+
+
+# -- WebSocket --------------------------------------------------------------------------------------------
+@router.websocket("/ws")
+async def websocket(ws: WebSocket, server: HciServer = Depends(get_server)) -> None:
+    await ws.accept()
+    try:
+        check_control_token(server, bearer(ws.headers) or ws.query_params.get("token"))
+    except AuthError as exc:
+        await _send_error(ws, exc.message, "UNAUTHORIZED")
+        await ws.close(code=1008)
         return
-    if presented is None or not hmac.compare_digest(presented.encode(), token.encode()):
-        raise AuthError("missing or wrong control token")
+    try:
+        session = await server.sessions.create("ws")
+    except HciEnvsError as exc:
+        await _send_exception(ws, exc)
+        await ws.close(code=1000)
+        return
+    try:
+        await _serve_ws(ws, session)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await server.sessions.close(session.id)
+
+
+async def _send_exception(ws: WebSocket, exc: HciEnvsError) -> None:
+    """An error frame for one of ours: OpenEnv's code (from the one table), the error's own code and details."""
+    details = {k: v for k, v in exc.details.items() if k not in ("message", "code", "error")}
+    await _send_error(ws, exc.message, wire_form(exc).ws_code, **details, error=exc.to_dict())
 
 
 async def _send_error(ws: WebSocket, message: str, code: str, **extra: Any) -> None:
@@ -264,7 +234,7 @@ _WS_FIELDS = {"reset": {"type", "data"}, "step": {"type", "data"}, "state": {"ty
               "mcp": {"type", "data"}}
 
 
-async def _serve_ws(ws: WebSocket, session: Session, run: Any) -> None:
+async def _serve_ws(ws: WebSocket, session: Session) -> None:
     env = session.env
     while True:
         try:
@@ -299,22 +269,19 @@ async def _serve_ws(ws: WebSocket, session: Session, run: Any) -> None:
                 request = ResetRequest.model_validate(data)
                 options = request.model_dump(exclude_none=True)
                 seed, episode_id = options.pop("seed", None), options.pop("episode_id", None)
-                obs = await run(session, env.reset, seed=seed, episode_id=episode_id, **options)
+                obs = await session.run_control(env.reset, seed=seed, episode_id=episode_id, **options)
                 reply = {"type": "observation", "data": _ws_observation(obs)}
             elif kind == "step":
                 if "data" not in message:
                     raise InvalidActionError("step needs 'data' (the action)", field="data")
-                obs = await run(session, env.step, message["data"])
+                obs = await session.run_control(env.step, message["data"])
                 reply = {"type": "observation", "data": _ws_observation(obs)}
             elif kind == "state":
                 reply = {"type": "state", "data": env.state.model_dump()}
             else:  # mcp
-                reply = {"type": "mcp", "data": await _ws_mcp(session, message.get("data"), run)}
+                reply = {"type": "mcp", "data": await _ws_mcp(session, message.get("data"))}
         except HciEnvsError as exc:
-            code = exc.code if exc.code in ("VALIDATION_ERROR", "CAPACITY_REACHED", "SESSION_ERROR") else (
-                "VALIDATION_ERROR" if isinstance(exc, InvalidActionError) else "EXECUTION_ERROR"
-            )
-            await _send_error(ws, exc.message, code, error=exc.to_dict())
+            await _send_exception(ws, exc)
             continue
         except Exception as exc:  # pydantic errors from ResetRequest, or a bug: report, keep the socket
             from pydantic import ValidationError
@@ -338,29 +305,28 @@ def _ws_observation(obs: Observation) -> dict[str, Any]:
     return out
 
 
-async def _ws_mcp(session: Session, request: Any, run: Any) -> dict[str, Any]:
+async def _ws_mcp(session: Session, request: Any) -> dict[str, Any]:
     """JSON-RPC tools/list and tools/call over the WebSocket (OpenEnv's ``{"type": "mcp"}`` frames)."""
-    from .mcp_bridge import output_to_mcp_dict
+    from ..rendering import error_output, tool_listing, tool_result
 
     if not isinstance(request, dict) or request.get("jsonrpc") != "2.0" or not isinstance(request.get("method"), str):
         return {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid request", "data": None}}
     rid = request.get("id")
     method = request["method"]
     params = request.get("params") or {}
+    if not isinstance(params, dict):
+        return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "params must be an object",
+                                                        "data": None}}
     env = session.env
     if method == "tools/list":
-        tools = [{"name": s.name, "description": s.description, "inputSchema": s.input_schema()}
-                 for s in env.tools().values()]
-        return {"jsonrpc": "2.0", "id": rid, "result": {"tools": tools}}
+        return {"jsonrpc": "2.0", "id": rid, "result": {"tools": tool_listing(env.tools())}}
     if method == "tools/call":
         name = params.get("name")
         if not isinstance(name, str):
             return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "missing tool name", "data": None}}
         try:
             out = await session.run_sync(env.call_tool, name, params.get("arguments") or {}, epoch=env.epoch)
-            result = output_to_mcp_dict(out)
         except HciEnvsError as exc:
-            result = {"content": [{"type": "text", "text": exc.message}], "structured_content": {"error": exc.to_dict()},
-                      "meta": None, "data": None, "is_error": True}
-        return {"jsonrpc": "2.0", "id": rid, "result": result}
+            out = error_output(exc)
+        return {"jsonrpc": "2.0", "id": rid, "result": tool_result(out)}
     return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"Method not found: {method}", "data": None}}

@@ -12,14 +12,21 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
-from fastapi import Body, Depends, FastAPI, Request, WebSocket
+from fastapi import APIRouter, Body, Depends, FastAPI, Request, WebSocket
 from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.staticfiles import StaticFiles
 
-from ..errors import ConfigError, SessionNotFoundError
-from ..vnc.proxy import AsyncioStream, VncSession, WebSocketStream, finish_security, viewer_handshake
-from ..vnc.rfb import SECURITY_NONE, SECURITY_VNC, RfbError
-from .app import HciServer, bearer
+from ..errors import ConfigError, RfbError, SessionNotFoundError
+from ..vnc.proxy import (
+    AsyncioStream,
+    VncSession,
+    WebSocketStream,
+    finish_security,
+    viewer_handshake,
+)
+from ..vnc.rfb import SECURITY_NONE, SECURITY_VNC
+from .core import HciServer
+from .deps import CONTROL, get_server, session_for
 from .guards import is_agent_connection, peer_of
 from .sessions import Session
 
@@ -44,7 +51,7 @@ def attach_vnc(server: HciServer, session: Session) -> dict[str, Any]:
     vnc = VncSession(socket_path, takeover_timeout=server.config.takeover_timeout,
                      on_human_input=session.env.mark_touched)
     session.vnc = vnc
-    session.env.input_gate = vnc.agent_input_gate
+    session.env.input_blocked = vnc.agent_input_blocked
     session.env.listeners.append(lambda event: vnc.pointer_moved_elsewhere() if event == "reset" else None)
     base = server.config.base_url()
     prefix = urllib.parse.urlsplit(base).path.strip("/")
@@ -72,94 +79,99 @@ def attach_vnc(server: HciServer, session: Session) -> dict[str, Any]:
     return info
 
 
+router = APIRouter()
+
+
+@router.websocket("/vnc/ws/{session_id}/{secret}")
+async def vnc_websocket(ws: WebSocket, session_id: str, secret: str, server: HciServer = Depends(get_server)) -> None:
+    # Refusals are a close code after the handshake (4401), which a browser can show, rather than a bare
+    # HTTP 403 it cannot tell apart from a network failure. An unknown session and a wrong secret are
+    # refused alike, after the same delay: the answer tells nothing about which sessions exist.
+    await ws.accept()
+    try:
+        session = server.sessions.get(session_id)
+    except SessionNotFoundError:
+        session = None
+    role = session.vnc.role_for_token(secret) if session is not None and session.vnc else None
+    if session is None or role is None:
+        await asyncio.sleep(REFUSAL_DELAY)  # slow down guessing
+        await ws.close(code=4401, reason="wrong session or VNC secret")
+        return
+    stream = WebSocketStream(ws)
+    try:
+        await viewer_handshake(stream, SECURITY_NONE)  # the URL secret already authenticated the viewer
+    except (EOFError, RfbError) as exc:
+        log.info("browser viewer handshake failed: %s", exc)
+        await stream.close()
+        return
+    await session.vnc.serve(stream, role, "websocket")
+
+
+def vnc_of(session: Session) -> VncSession:
+    if session.vnc is None:
+        raise ConfigError("this server runs without VNC")
+    return session.vnc
+
+
+def control_status(session: Session) -> dict[str, Any]:
+    vnc = vnc_of(session)
+    return {**vnc.control.status().to_dict(), "viewers": [v.to_dict() for v in vnc.viewers.values()]}
+
+
+def set_control(session: Session, holder: Literal["human", "agent", "auto"]) -> dict[str, Any]:
+    control = vnc_of(session).control
+    {"human": control.grant, "agent": control.revoke, "auto": control.auto}[holder]()
+    return control_status(session)
+
+
+@router.get("/control", dependencies=CONTROL)
+async def get_control(server: HciServer = Depends(get_server)) -> dict[str, Any]:
+    """Who drives the default session's desktop: the agent, or a person over VNC."""
+    return control_status(session_for(server, None))
+
+
+@router.post("/control", dependencies=CONTROL)
+async def post_control(holder: Literal["human", "agent", "auto"] = Body(..., embed=True),
+                       server: HciServer = Depends(get_server)) -> dict[str, Any]:
+    """Give the desktop to people ("human"), to the agent ("agent"), or let them take turns ("auto")."""
+    return set_control(session_for(server, None), holder)
+
+
+@router.get("/sessions/{session_id}/control", dependencies=CONTROL)
+async def get_session_control(session_id: str, server: HciServer = Depends(get_server)) -> dict[str, Any]:
+    return control_status(session_for(server, session_id))
+
+
+@router.post("/sessions/{session_id}/control", dependencies=CONTROL)
+async def post_session_control(session_id: str, holder: Literal["human", "agent", "auto"] = Body(..., embed=True),
+                               server: HciServer = Depends(get_server)) -> dict[str, Any]:
+    return set_control(session_for(server, session_id), holder)
+
+
+@router.get("/vnc", include_in_schema=False)
+@router.get("/vnc/", include_in_schema=False)
+async def vnc_index(request: Request) -> Any:
+    if not NOVNC_DIR.is_dir():
+        return JSONResponse(
+            {"detail": "the noVNC page is not installed here; on Debian: apt-get install novnc"},
+            status_code=503,
+        )
+    query = request.url.query
+    return RedirectResponse(f"/vnc/vnc.html{'?' + query if query else ''}")
+
+
+@router.get("/vnc/package.json", include_in_schema=False)
+async def novnc_version() -> dict[str, str]:
+    # the noVNC page asks for its version; Debian's package does not ship the file
+    return {"name": "@novnc/novnc", "version": "debian"}
+
+
 def install_vnc(app: FastAPI, server: HciServer) -> None:
-    from .control import check_control_token
-
-    def require_control(request: Request) -> None:
-        check_control_token(server, bearer(request.headers))
-
-    guard = [Depends(require_control)]
-
-    @app.websocket("/vnc/ws/{session_id}/{secret}")
-    async def vnc_websocket(ws: WebSocket, session_id: str, secret: str) -> None:
-        # Refusals are a close code after the handshake (4401), which a browser can show, rather than a bare
-        # HTTP 403 it cannot tell apart from a network failure. An unknown session and a wrong secret are
-        # refused alike, after the same delay: the answer tells nothing about which sessions exist.
-        await ws.accept()
-        try:
-            session = server.sessions.get(session_id)
-        except SessionNotFoundError:
-            session = None
-        role = session.vnc.role_for_token(secret) if session is not None and session.vnc else None
-        if session is None or role is None:
-            await asyncio.sleep(REFUSAL_DELAY)  # slow down guessing
-            await ws.close(code=4401, reason="wrong session or VNC secret")
-            return
-        stream = WebSocketStream(ws)
-        try:
-            await viewer_handshake(stream, SECURITY_NONE)  # the URL secret already authenticated the viewer
-        except (EOFError, RfbError) as exc:
-            log.info("browser viewer handshake failed: %s", exc)
-            await stream.close()
-            return
-        await session.vnc.serve(stream, role, "websocket")
-
-    def session_for(session_id: str | None) -> Session:
-        return server.sessions.get(session_id) if session_id else server.sessions.default()
-
-    def vnc_of(session: Session) -> VncSession:
-        if session.vnc is None:
-            raise ConfigError("this server runs without VNC")
-        return session.vnc
-
-    def control_status(session: Session) -> dict[str, Any]:
-        vnc = vnc_of(session)
-        return {**vnc.control.status().to_dict(), "viewers": [v.to_dict() for v in vnc.viewers.values()]}
-
-    def set_control(session: Session, holder: Literal["human", "agent", "auto"]) -> dict[str, Any]:
-        control = vnc_of(session).control
-        {"human": control.grant, "agent": control.revoke, "auto": control.auto}[holder]()
-        return control_status(session)
-
-    @app.get("/control", dependencies=guard)
-    async def get_control() -> dict[str, Any]:
-        """Who drives the default session's desktop: the agent, or a person over VNC."""
-        return control_status(session_for(None))
-
-    @app.post("/control", dependencies=guard)
-    async def post_control(holder: Literal["human", "agent", "auto"] = Body(..., embed=True)) -> dict[str, Any]:
-        """Give the desktop to people ("human"), to the agent ("agent"), or let them take turns ("auto")."""
-        return set_control(session_for(None), holder)
-
-    @app.get("/sessions/{session_id}/control", dependencies=guard)
-    async def get_session_control(session_id: str) -> dict[str, Any]:
-        return control_status(session_for(session_id))
-
-    @app.post("/sessions/{session_id}/control", dependencies=guard)
-    async def post_session_control(
-        session_id: str, holder: Literal["human", "agent", "auto"] = Body(..., embed=True)
-    ) -> dict[str, Any]:
-        return set_control(session_for(session_id), holder)
-
-    @app.get("/vnc", include_in_schema=False)
-    @app.get("/vnc/", include_in_schema=False)
-    async def vnc_index(request: Request) -> Any:
-        if not NOVNC_DIR.is_dir():
-            return JSONResponse(
-                {"detail": "the noVNC page is not installed here; on Debian: apt-get install novnc"},
-                status_code=503,
-            )
-        query = request.url.query
-        return RedirectResponse(f"/vnc/vnc.html{'?' + query if query else ''}")
-
-    @app.get("/vnc/package.json", include_in_schema=False)
-    async def novnc_version() -> dict[str, str]:
-        # the noVNC page asks for its version; Debian's package does not ship the file
-        return {"name": "@novnc/novnc", "version": "debian"}
-
+    """The VNC routes, the noVNC page's files, and the native port when one is configured."""
+    app.include_router(router)
+    server.session_services.append(attach_vnc)
     if NOVNC_DIR.is_dir():
         app.mount("/vnc", StaticFiles(directory=NOVNC_DIR, follow_symlink=True), name="novnc")
-
     if server.config.vnc_port is not None:
         server.startup_hooks.append(lambda: start_native_listener(server))
 

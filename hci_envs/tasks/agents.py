@@ -11,6 +11,7 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
+from ..errors import ConfigError
 from .oracles import ORACLES
 
 
@@ -25,7 +26,7 @@ class OracleAgent:
         if context.step == 0 or task not in self._plans:
             script = ORACLES.get(task)
             if script is None:
-                raise KeyError(f"no oracle for task {task!r}")
+                raise ConfigError(f"no oracle for task {task!r}", task=task)
             self._plans[task] = script(context)
         return next(self._plans[task], None)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..errors import ActionTimeoutError
+
 Script = Callable[[Any], Iterator[Any]]
 ORACLES: dict[str, Script] = {}
 
@@ -26,7 +28,7 @@ def _state(ctx: Any, path: str) -> Iterator[Any]:
             yield state
             return
         yield {"type": "wait", "ms": 100}
-    raise RuntimeError(f"the app never wrote {path}")
+    raise ActionTimeoutError(f"the app never wrote {path}", path=path)
 
 
 def _center(box: list[int]) -> dict[str, int]:

@@ -24,14 +24,8 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..actions.models import format_validation_error, parse_action
-from ..errors import HciEnvsError, InvalidActionError
+from ..errors import InvalidActionError, TaskFormatError
 from ..protocol import StartState
-
-
-class TaskFormatError(HciEnvsError, ValueError):
-    """A task file is malformed; the message names the file, the line and the field."""
-
-    code = "TASK_FORMAT"
 
 
 def _home_relative(path: str) -> str:

@@ -93,7 +93,7 @@ class World:
         if isinstance(tasks, str | Path):
             warn_if_readable_by_agents(Path(tasks))
         self._own_env = env is None
-        self.env = env if env is not None else plugins.load(plugins.ENVIRONMENTS, env_name)()
+        self.env = env if env is not None else plugins.load_env_class(env_name)()
         self.record_dir = Path(record_dir) if record_dir else None
         self._next = 0
         self._templates = Path(tempfile.mkdtemp(prefix="hci-envs-tasks-"))

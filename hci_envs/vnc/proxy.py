@@ -26,7 +26,6 @@ from .rfb import (
     POINTER_EVENT,
     PROTOCOL_38,
     SECURITY_NONE,
-    SECURITY_VNC,
     SET_DESKTOP_SIZE,
     SET_ENCODINGS,
     ClientMessage,
@@ -168,7 +167,7 @@ class VncSession:
         self._pointer_stale = True
         self._last_pointer: tuple[int, int] | None = None
 
-    def agent_input_gate(self) -> str | None:
+    def agent_input_blocked(self) -> str | None:
         """The environment asks before each agent input action: refused while a person holds the desktop;
         otherwise the agent is about to move the pointer behind x11vnc's back."""
         reason = self.control.agent_blocked()

@@ -15,7 +15,7 @@ import secrets
 import struct
 from dataclasses import dataclass
 
-from ..errors import HciEnvsError
+from ..errors import RfbError
 
 PROTOCOL_38 = b"RFB 003.008\n"
 SECURITY_NONE = 1
@@ -50,10 +50,6 @@ _REFUSED_ENCODINGS = frozenset({
 })
 #: Longest clipboard a viewer may send.
 MAX_CUT_TEXT = 16 * 1024 * 1024
-
-
-class RfbError(HciEnvsError):
-    code = "RFB_ERROR"
 
 
 @dataclass(frozen=True)

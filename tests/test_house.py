@@ -1,0 +1,362 @@
+"""The shape of the house: one error tree whose codes travel as their own classes, step items defined once for
+step() and /schema, arguments validated once and unknown ones refused, the environment's lock around every
+call, no import circles, a light client that imports no server, and the fake desktop as a working test seam.
+
+Everything here runs on the fake desktop (no X): it is about the layers, not the display.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import jsonschema
+import pytest
+from helpers import McpClient, text_of
+
+from hci_envs import errors
+from hci_envs.env import DesktopEnvironment
+from hci_envs.errors import HciEnvsError, error_from_dict, wire_form
+from hci_envs.tools import ToolOutput, tool
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# -- errors ------------------------------------------------------------------------------------------------
+def test_every_error_code_comes_back_as_its_own_class():
+    # the feature errors a client never imports must still be known to it
+    named = {"UNSUPPORTED_ACTION", "TASK_FORMAT", "RFB_ERROR", "ENV_CHECK_FAILED", "EPISODE_FORMAT",
+             "SNAPSHOT_ERROR", "UNKNOWN_KEY", "DUPLICATE_TOOL"}
+    script = (
+        "import json, sys\n"
+        "from hci_envs.errors import error_from_dict\n"
+        "codes = json.loads(sys.argv[1])\n"
+        "print(json.dumps({c: type(error_from_dict({'code': c, 'message': 'm'})).__name__ for c in codes}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script, json.dumps(sorted(named))], capture_output=True,
+                         text=True, check=True)
+    classes = json.loads(out.stdout)
+    assert "HciEnvsError" not in classes.values(), classes
+    for code, cls in errors._BY_CODE.items():
+        rebuilt = error_from_dict({**_instance(cls).to_dict(), "message": "why", "field": "x"})
+        assert type(rebuilt) is cls and rebuilt.code == code and rebuilt.message == "why"
+        assert rebuilt.details["field"] == "x"
+        if isinstance(rebuilt, errors.InvalidActionError):
+            assert rebuilt.field == "x"
+    checked = error_from_dict({"code": "ENV_CHECK_FAILED", "message": "m", "problems": ["a"]})
+    assert isinstance(checked, AssertionError) and checked.problems == ["a"]
+    assert type(error_from_dict({"code": "FROM_A_NEWER_SERVER", "message": "m"})) is HciEnvsError
+
+
+def _instance(cls: type[HciEnvsError]) -> HciEnvsError:
+    err = cls.__new__(cls)
+    HciEnvsError.__init__(err, "m")
+    return err
+
+
+def test_an_error_code_names_one_class():
+    with pytest.raises(TypeError, match="'TIMEOUT'.*already ActionTimeoutError"):
+        type("MyTimeout", (HciEnvsError,), {"code": "TIMEOUT"})
+
+
+@pytest.mark.parametrize("cls,status,ws,tool_error", [
+    (errors.InvalidActionError, 422, "VALIDATION_ERROR", "invalid_args"),
+    (errors.UnsupportedActionError, 422, "VALIDATION_ERROR", "invalid_args"),
+    (errors.UnknownToolError, 404, "EXECUTION_ERROR", "tool_not_found"),
+    (errors.ActionTimeoutError, 504, "EXECUTION_ERROR", "timeout"),
+    (errors.TaskFormatError, 400, "VALIDATION_ERROR", "invalid_args"),
+    (errors.CapacityError, 503, "CAPACITY_REACHED", "execution_error"),
+    (errors.DuplicateToolError, 400, "VALIDATION_ERROR", "invalid_args"),
+    (errors.RfbError, 500, "EXECUTION_ERROR", "execution_error"),
+])
+def test_one_table_gives_every_boundary_its_form(cls, status, ws, tool_error):
+    form = wire_form(_instance(cls))
+    assert (form.http_status, form.ws_code, form.tool_error) == (status, ws, tool_error)
+
+
+def test_no_stray_builtin_raises_outside_validators():
+    """Library code raises the tree's errors; ValueError stays only where pydantic expects it (validators)
+    and inside the interpreter's own read loop, where it never leaves the module."""
+    allowed = {("hci_envs/actions/models.py", "ValueError"), ("hci_envs/tasks/spec.py", "ValueError"),
+               ("hci_envs/interpreter.py", "ValueError"),
+               ("hci_envs/errors.py", "TypeError")}  # two classes claiming one code: a bug at class definition
+    found = []
+    for path in [*ROOT.joinpath("hci_envs").rglob("*.py"), *ROOT.joinpath("recorders").glob("*.py"),
+                 *ROOT.joinpath("traits").glob("*.py")]:
+        rel = str(path.relative_to(ROOT))
+        if rel == "traits/testing.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and isinstance(node.exc.func, ast.Name):
+                name = node.exc.func.id
+                if name in ("ValueError", "KeyError", "RuntimeError", "TypeError") and (rel, name) not in allowed:
+                    found.append(f"{rel}:{node.lineno} raise {name}")
+    assert not found, found
+
+
+# -- step items: one definition for step() and /schema ---------------------------------------------------------
+GOOD_ITEMS = [
+    {"type": "click", "x": 10, "y": 20},
+    {"tool": "screen_size", "arguments": {}},
+    {"type": "call_tool", "tool_name": "cursor_position", "arguments": {}},
+    {"type": "list_tools"},
+    {"code": "print(1)", "timeout": 5, "max_output": 100},
+    [{"type": "wait", "ms": 1}, {"code": "print(2)"}],
+]
+BAD_ITEMS = [
+    {"code": "print(1)", "timeout": 0},
+    {"code": "print(1)", "max_output": 0},
+    {"code": "print(1)", "colour": "red"},
+    {"tool": "screen_size", "arguments": [1]},
+    {"type": "call_tool", "tool_name": 3},
+    {"type": "list_tools", "extra": 1},
+    {"type": "click", "x": -1, "y": 2},
+]
+
+
+def test_schema_and_step_agree_on_every_step_item(fake_server):
+    with fake_server.http() as http:
+        schema = http.get("/schema").json()["action"]
+        assert http.post("/reset", json={}).status_code == 200
+        for item in GOOD_ITEMS:
+            jsonschema.validate(item, schema)
+            reply = http.post("/step", json={"action": item})
+            assert reply.status_code == 200, (item, reply.text)
+        for item in BAD_ITEMS:
+            with pytest.raises(jsonschema.ValidationError):
+                jsonschema.validate(item, schema)
+            reply = http.post("/step", json={"action": item})
+            assert reply.status_code == 422 and reply.json()["error"]["code"] == "VALIDATION_ERROR", (item, reply.text)
+
+
+# -- MCP: the one renderer, arguments validated once, unknown arguments refused ---------------------------------
+def test_mcp_refuses_unknown_arguments_and_lists_the_registrys_schemas(fake_server):
+    from traits import WorkstationEnv
+
+    with fake_server.http() as http:
+        assert http.post("/reset", json={}).status_code == 200
+    with McpClient(f"{fake_server.base_url}/mcp") as mcp:
+        listed = {t.name: t for t in mcp.list_tools()}
+        specs = WorkstationEnv.tool_specs()
+        assert set(listed) == set(specs) - {"execute_code"}
+        for name, listed_tool in listed.items():
+            assert listed_tool.input_schema == specs[name].input_schema(), name
+        refused = mcp.call("click", {"x": 10, "y": 10, "clicks": 2})
+        assert refused.is_error and "clicks" in text_of(refused)
+        assert refused.structured_content["error"] == {
+            "code": "VALIDATION_ERROR", "message": text_of(refused), "field": "clicks"}
+        off = mcp.call("click", {"x": 9000, "y": 10})
+        assert off.is_error and off.structured_content["error"]["code"] == "VALIDATION_ERROR"
+        unknown = mcp.call("teleport", {})
+        assert unknown.is_error and unknown.structured_content["error"]["code"] == "UNKNOWN_TOOL"
+        moved = mcp.ok("mouse_move", {"x": 7, "y": 8})
+        assert moved.structured_content == {"x": 7, "y": 8}
+
+
+def test_action_tools_validate_their_arguments_once(monkeypatch):
+    """An action tool's arguments become the action model once: neither the model built from the tool's
+    parameters nor the executor's parse of a dict runs on that path (the executor only checks the screen)."""
+    from traits import WorkstationEnv
+
+    from hci_envs.actions import models
+
+    seen = []
+    monkeypatch.setattr(models, "_validate", lambda data: seen.append("executor parsed a dict") or None)
+    with WorkstationEnv(desktop="fake", isolation="none") as env:
+        env.reset()
+        spec = env.tools()["click"]
+        monkeypatch.setattr(spec.arguments_model, "model_validate",
+                            classmethod(lambda cls, *a, **k: seen.append("parameters model") or None))
+        assert env.call_tool("click", {"x": 5, "y": 6}).data == {"x": 5, "y": 6}
+        assert env.call_tool("mouse_move", {"x": 7, "y": 8, "settle": True}).data == {"x": 7, "y": 8, "settled": True}
+    assert seen == []
+
+
+# -- the lock ------------------------------------------------------------------------------------------------
+class LockProbe(DesktopEnvironment):
+    """A tool that notes whether it ran while a reset was rebuilding the desktop."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.rebuilding = False
+        self.overlaps = 0
+        self.calls = 0
+
+    @tool(read_only=True)
+    def probe(self) -> ToolOutput:
+        """Note an overlap with a reset."""
+        self.calls += 1
+        if self.rebuilding:
+            self.overlaps += 1
+        time.sleep(0.002)
+        return ToolOutput(text="ok")
+
+    def _rebuild(self, **kwargs):
+        self.rebuilding = True
+        try:
+            time.sleep(0.05)
+            return super()._rebuild(**kwargs)
+        finally:
+            self.rebuilding = False
+
+
+def test_tool_calls_never_overlap_a_reset():
+    with LockProbe(desktop="fake", isolation="none") as env:
+        env.reset()
+        stop = threading.Event()
+        refused = []
+
+        def caller() -> None:
+            while not stop.is_set():
+                try:
+                    env.call_tool("probe", {})
+                except HciEnvsError as exc:
+                    refused.append(exc.code)
+
+        threads = [threading.Thread(target=caller) for _ in range(3)]
+        for t in threads:
+            t.start()
+        try:
+            for _ in range(8):
+                before = env.calls
+                deadline = time.monotonic() + 10
+                while env.calls < before + 3 and time.monotonic() < deadline:
+                    time.sleep(0.005)  # calls run between resets (and wait for them)
+                env.mark_touched()
+                env.reset()
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        assert env.calls >= 24 and env.overlaps == 0, (env.calls, env.overlaps)
+
+
+# -- imports -------------------------------------------------------------------------------------------------
+def _import_graph() -> dict[str, set[str]]:
+    modules = {}
+    for path in ROOT.joinpath("hci_envs").rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        modules[".".join(parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text())
+        type_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                     and "TYPE_CHECKING" in ast.unparse(node.test) for stmt in node.body for n in ast.walk(stmt)}
+        deps = set()
+        for node in ast.walk(tree):
+            if id(node) in type_only or not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                base = base[:len(base) - node.level + 1] if node.level else []
+                module = ".".join([*base, node.module] if node.module else base) if node.level else node.module
+                # ``from package import name``: the submodule if ``name`` is one, else the package
+                targets = [f"{module}.{a.name}" if f"{module}.{a.name}" in modules else module or ""
+                           for a in node.names]
+            for target in targets:
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    deps.add(target)
+        graph[name] = deps
+    return graph
+
+
+def test_no_module_imports_itself_round_a_circle():
+    """Run-time imports of hci_envs (function-level ones too) form no cycle: cli and images, the app and its
+    route modules, accounts and the process supervisor are apart."""
+    graph = _import_graph()
+    assert "hci_envs.cli" not in graph["hci_envs.images"]
+    for route in ("control", "vnc_routes", "recording_routes", "deps"):
+        assert "hci_envs.server.app" not in graph[f"hci_envs.server.{route}"]
+    state: dict[str, int] = {}
+    cycle: list[str] = []
+
+    def visit(node: str, path: list[str]) -> bool:
+        state[node] = 1
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                cycle.extend([*path[path.index(dep):], dep] if dep in path else [node, dep])
+                return True
+            if dep not in state and visit(dep, [*path, dep]):
+                return True
+        state[node] = 2
+        return False
+
+    for node in sorted(graph):
+        if node not in state and visit(node, [node]):
+            break
+    assert not cycle, " -> ".join(cycle)
+
+
+def test_the_light_client_imports_no_server():
+    script = (
+        "import sys\n"
+        "import hci_envs, hci_envs.client, hci_envs.providers.docker, hci_envs.providers.local\n"
+        "from hci_envs import HciEnvClient, AsyncHciEnvClient, LocalProvider, StartState\n"
+        "heavy = sorted(m for m in sys.modules if m.startswith('hci_envs.server') or m.startswith('hci_envs.desktop')\n"
+        "               or m.split('.')[0] in ('fastapi', 'starlette', 'uvicorn', 'mcp', 'numpy', 'mss', 'Xlib'))\n"
+        "print(heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+    assert hasattr(__import__("hci_envs").AsyncHciEnvClient, "from_docker_image")
+
+
+def test_one_environment_loader_serves_every_caller():
+    from hci_envs.errors import ConfigError
+    from hci_envs.plugins import load_env_class
+    from traits import WorkstationEnv
+
+    assert load_env_class("workstation") is WorkstationEnv
+    assert load_env_class("traits:WorkstationEnv") is WorkstationEnv
+    with pytest.raises(ConfigError, match="no environment named 'nope'; installed: .*workstation"):
+        load_env_class("nope")
+    with pytest.raises(ConfigError, match="has no attribute"):
+        load_env_class("traits:Nope")
+    with pytest.raises(ConfigError, match="is not a class"):
+        load_env_class("traits:__name__")
+    for module in ("hci_envs/cli.py", "hci_envs/images.py", "recorders/replay.py", "hci_envs/tasks/world.py"):
+        source = ROOT.joinpath(module).read_text()
+        assert "def load_env_class" not in source and "entry_points(" not in source, module
+
+
+# -- the fake desktop ------------------------------------------------------------------------------------------
+def test_the_fake_desktop_keeps_the_environment_contract():
+    from traits import WorkstationEnv
+
+    with WorkstationEnv(desktop="fake", start_state={"width": 640, "height": 480}) as env:
+        first = env.reset()
+        assert (first.screenshot.width, first.screenshot.height) == (640, 480)
+        clicked = env.step({"type": "click", "x": 100, "y": 100})
+        assert clicked.screenshot.data != first.screenshot.data  # the action shows on the screen
+        typed = env.step({"type": "type_text", "text": "héllo ✓ 日本"})
+        assert env.desktop.typed == "héllo ✓ 日本" and typed.screenshot.data != clicked.screenshot.data
+        assert env.step({"tool": "bash", "arguments": {"command": "echo $HOME"}}).data["stdout"].strip() == str(env.home)
+        coded = env.step({"code": "print(cursor_position())"})
+        assert coded.text.strip() == "{'x': 100, 'y': 100}"
+        env.desktop.fail("Xvfb exited")
+        truncated = env.step({"type": "wait", "ms": 1})
+        assert truncated.truncated and truncated.truncated_reason == "Xvfb exited"
+        again = env.reset()
+        assert not again.done and env.state.step_count == 0 and env.desktop.typed == ""
+
+
+def test_serve_desktop_fake_needs_no_x(fake_server):
+    with fake_server.http() as http:
+        assert http.post("/reset", json={}).status_code == 200
+        assert http.get("/health").json()["desktop"]["status"] == "ok"
+        state = http.get("/state").json()
+        assert "vnc_url" not in state or state["vnc_url"] is None
+    reply = httpx.get(f"{fake_server.base_url}/vnc/")
+    assert reply.status_code == 404
