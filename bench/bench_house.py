@@ -1,5 +1,5 @@
 """The thin path: what the server adds on top of the in-process floor, measured in one run on one animating
-screen (every frame is new work, so no cached screenshot helps).
+screen (a new frame every 2 ms, so no screenshot finds the previous one unchanged and no cache helps).
 
   * MCP (the official ``mcp`` client, streamable HTTP): ``screen_size`` (the bare round trip) and
     ``screenshot`` JPEG q75; floor: grab + JPEG in this process;
@@ -32,13 +32,14 @@ def main() -> None:
     args = parser.parse_args()
     n = 40 if args.quick else 200
     report = Report("house")
-    app = f"'{sys.executable}' '{ANIMATE}' 1280 800"
+    # a frame every 2 ms: faster than any call here, so a screenshot never finds the last one unchanged
+    app = f"'{sys.executable}' '{ANIMATE}' 1280 800 2"
 
     print("floor: in this process, on an animating screen")
     from hci_envs import AppState, StartState
     from hci_envs.desktop import Desktop
 
-    with Desktop(StartState(apps=[AppState(command=[sys.executable, str(ANIMATE), "1280", "800"])])) as desktop:
+    with Desktop(StartState(apps=[AppState(command=[sys.executable, str(ANIMATE), "1280", "800", "2"])])) as desktop:
         report.add("floor: grab + jpeg q75", measure(lambda: desktop.screen.capture(fmt="jpeg", quality=75), n))
         report.add("floor: xtest click + grab + jpeg q75", measure(
             lambda: (desktop.input.click(1, 1, (100, 100)), desktop.screen.capture(fmt="jpeg", quality=75)), n))

@@ -105,7 +105,10 @@ def serve(args: argparse.Namespace) -> int:
     protocol = header_timeout_protocol(config.header_timeout)
     server = uvicorn.Server(
         uvicorn.Config(app, log_level=args.log_level, access_log=args.log_level == "debug", lifespan="on",
-                       ws_max_size=64 * 1024 * 1024, http=protocol or "auto", timeout_keep_alive=5)
+                       ws_max_size=64 * 1024 * 1024, http=protocol or "auto", timeout_keep_alive=5,
+                       # observations are base64 images, which deflate cannot shrink: compressing them only
+                       # costs both ends time (measured: bench/bench_house.py)
+                       ws_per_message_deflate=False)
     )
     server.run(sockets=[sock])
     return 0 if server.started else 1

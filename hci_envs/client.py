@@ -167,8 +167,9 @@ class ClientBase:
         return list(getattr(result.observation, "tools", None) or [])
 
     def _connect_kwargs(self) -> dict[str, Any]:
+        # no per-message deflate: observations are base64 images, which it cannot shrink
         return {"additional_headers": self._headers, "max_size": MAX_MESSAGE, "open_timeout": self.timeout,
-                "proxy": None}
+                "proxy": None, "compression": None}
 
     def _connect_error(self, exc: Exception) -> TransportError:
         return TransportError(f"cannot connect to {ws_url(self.base_url)}: {exc}")

@@ -104,9 +104,14 @@ class Executor:
     def _do_screenshot(self, a: A.Screenshot) -> ActionResult:
         region = (a.region.x, a.region.y, a.region.width, a.region.height) if a.region else None
         params = (region, a.scale, a.max_side, a.format, a.quality)
-        # The screen has not changed since the last identical capture (no damage since): reuse its bytes.
-        generation = None if a.cursor else self.desktop.events.damage_generation()
+        # The screen has not changed since the last identical capture (no damage since): reuse its bytes. The
+        # exact count costs a round trip to the X server, so it is asked only when the count seen so far
+        # allows a hit; otherwise the count read before the capture is a safe (never too high) stamp for it.
+        events = self.desktop.events
         cached = self._frame_cache
+        generation = None if a.cursor or not events.has_damage else events.damage_count
+        if generation is not None and cached is not None and cached[0] == params and cached[1] == generation:
+            generation = events.damage_generation()
         if generation is not None and cached is not None and cached[0] == params and cached[1] == generation:
             image = cached[2]
         else:

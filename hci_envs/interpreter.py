@@ -70,9 +70,11 @@ class RunResult:
     restarted: bool = False
     images: list[Any] = field(default_factory=list)
     tool_calls: int = 0
+    #: Said before the output: the interpreter had exited since the last call, so this ran in a new one.
+    notice: str | None = None
 
     def text(self) -> str:
-        parts = []
+        parts = [f"[notice] {self.notice}"] if self.notice else []
         if self.stdout:
             parts.append(self.stdout.rstrip("\n"))
         if self.stderr:
@@ -85,7 +87,8 @@ class RunResult:
 
     def data(self) -> dict[str, Any]:
         return {"stdout": self.stdout, "stderr": self.stderr, "error": self.error, "truncated": self.truncated,
-                "timed_out": self.timed_out, "restarted": self.restarted, "tool_calls": self.tool_calls}
+                "timed_out": self.timed_out, "restarted": self.restarted, "tool_calls": self.tool_calls,
+                "notice": self.notice}
 
 
 def check_code_action(code: str) -> None:
@@ -158,9 +161,19 @@ class Interpreter:
             self._send({"op": "define", "source": source})
             self._receive(time.monotonic() + 10)
 
-    def _ensure(self) -> None:
-        if self._proc is None or self._proc.poll() is not None:
+    def _ensure(self) -> str | None:
+        """A running worker; if the last one exited since the previous call (killed, out of memory, its code
+        called os._exit), a new one, and the notice the caller must hear: its variables are gone."""
+        if self._proc is not None and self._proc.poll() is not None:
+            status = self._proc.returncode
+            how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
+            self._kill()
             self._start()
+            return (f"the interpreter {how} after the last call; this ran in a new one, and the variables of "
+                    "earlier calls are gone")
+        if self._proc is None:
+            self._start()
+        return None
 
     def _send(self, message: dict[str, Any]) -> None:
         self._to.write(json.dumps(message) + "\n")
@@ -225,8 +238,9 @@ class Interpreter:
             on_call: Callable[[str, dict[str, Any], RunResult], Any] | None = None) -> RunResult:
         """Run ``code``; tool calls from CodeAct code go to ``on_call(tool, arguments, result)``."""
         with self._lock:
-            self._ensure()
             result = RunResult()
+            result.notice = self._ensure()
+            result.restarted = result.notice is not None
             deadline = time.monotonic() + timeout
             interrupted_at: float | None = None
             try:

@@ -3,12 +3,12 @@
     from recorders import Recorder, load_episode, replay_episode, reduce_events
 """
 
-from .reducer import RawEvent, ReducedAction, Reducer, Thresholds, reduce_events
 from .recorder import Recorder
+from .reducer import ReducedAction, Reducer, Thresholds, reduce_events
 from .store import Episode, EpisodeFormatError, load_episode
 
 __all__ = [
-    "Episode", "EpisodeFormatError", "RawEvent", "Recorder", "ReducedAction", "Reducer", "Thresholds",
+    "Episode", "EpisodeFormatError", "Recorder", "ReducedAction", "Reducer", "Thresholds",
     "load_episode", "reduce_events", "replay_episode",
 ]
 

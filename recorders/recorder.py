@@ -20,8 +20,9 @@ from typing import Any, Literal
 
 from hci_envs import __version__
 from hci_envs.errors import ConfigError
+from hci_envs.vnc.rfb import ClientMessage
 
-from .reducer import _MODIFIERS, RawEvent, ReducedAction, Reducer, Thresholds, printable
+from .reducer import _MODIFIERS, ReducedAction, Reducer, Thresholds, printable
 from .store import SCHEMA_VERSION, JsonlWriter, new_episode_dir, write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -185,7 +186,7 @@ class Recorder:
             record["i"] = self._i
             self._i += 1
             self._raw.write(record)
-            self._emit(self._reducer.feed(RawEvent.from_dict(record)))
+            self._emit(self._reducer.feed(ClientMessage.from_dict(record)))
 
     def _mask(self, record: dict[str, Any]) -> None:
         if record["msg"] == "KeyEvent":

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hci_envs.actions.keys import UNICODE_KEYSYM_BASE, canonical_key_name
+from hci_envs.vnc.rfb import ClientMessage
 
 BUTTONS = {1: "left", 2: "middle", 4: "right"}
 WHEEL = {8: ("dy", -1), 16: ("dy", 1), 32: ("dx", -1), 64: ("dx", 1)}
@@ -45,29 +46,6 @@ class Thresholds:
 
     def to_dict(self) -> dict[str, float]:
         return dict(self.__dict__)
-
-
-@dataclass
-class RawEvent:
-    """One recorded input message: its index in raw/input.jsonl, arrival time (s) and fields."""
-
-    i: int
-    t: float
-    msg: str
-    down: bool = False
-    keysym: int = 0
-    mask: int = 0
-    x: int = 0
-    y: int = 0
-    text: str = ""
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RawEvent:
-        return cls(
-            i=int(data["i"]), t=float(data["t"]), msg=str(data["msg"]), down=bool(data.get("down", False)),
-            keysym=int(data.get("keysym", 0)), mask=int(data.get("mask", 0)), x=int(data.get("x", 0)),
-            y=int(data.get("y", 0)), text=str(data.get("text", "")),
-        )
 
 
 @dataclass
@@ -116,10 +94,10 @@ class Reducer:
         self._mask = 0
         self._pos = (0, 0)
         self._mods: dict[str, int] = {}  # modifier name -> keysym held
-        self._moves: list[RawEvent] = []  # motion not yet attached to an action
+        self._moves: list[ClientMessage] = []  # motion not yet attached to an action
         self._pending: dict[str, Any] | None = None  # the action still open: click/type/scroll
         self._press: dict[str, Any] | None = None  # a button held down
-        self._lone_modifier: tuple[int, RawEvent] | None = None
+        self._lone_modifier: tuple[int, ClientMessage] | None = None
 
     # -- output helpers ------------------------------------------------------------------------------
     def _modifiers(self, exclude_shift: bool = False) -> list[str]:
@@ -132,7 +110,7 @@ class Reducer:
         path = _thin([[m.x, m.y] for m in moves], self.th.pre_move_points)
         return path, (moves[0].i if moves else None), (moves[0].t if moves else None)
 
-    def _finish(self, action: dict[str, Any], first: RawEvent, last: RawEvent,
+    def _finish(self, action: dict[str, Any], first: ClientMessage, last: ClientMessage,
                 moves: tuple[list[list[int]], int | None, float | None]) -> ReducedAction:
         path, move_i, move_t = moves
         start_i = move_i if move_i is not None else first.i
@@ -145,7 +123,7 @@ class Reducer:
         return [pending["build"](pending)]
 
     # -- input ---------------------------------------------------------------------------------------
-    def feed(self, ev: RawEvent) -> list[ReducedAction]:
+    def feed(self, ev: ClientMessage) -> list[ReducedAction]:
         out = self.tick(ev.t)
         if ev.msg == "PointerEvent":
             out += self._pointer(ev)
@@ -176,7 +154,7 @@ class Reducer:
         return out
 
     # -- pointer -------------------------------------------------------------------------------------
-    def _pointer(self, ev: RawEvent) -> list[ReducedAction]:
+    def _pointer(self, ev: ClientMessage) -> list[ReducedAction]:
         out: list[ReducedAction] = []
         previous, self._mask = self._mask, ev.mask
         moved = (ev.x, ev.y) != self._pos
@@ -199,7 +177,7 @@ class Reducer:
             self._lone_modifier = None
         return out
 
-    def _button_down(self, ev: RawEvent, button: int) -> list[ReducedAction]:
+    def _button_down(self, ev: ClientMessage, button: int) -> list[ReducedAction]:
         self._lone_modifier = None
         out: list[ReducedAction] = []
         p = self._pending
@@ -216,7 +194,7 @@ class Reducer:
                        "moves": self._take_moves(), "mods": self._modifiers()}
         return out
 
-    def _release(self, ev: RawEvent) -> list[ReducedAction]:
+    def _release(self, ev: ClientMessage) -> list[ReducedAction]:
         press, self._press = self._press, None
         assert press is not None
         first = press["first"]
@@ -247,7 +225,7 @@ class Reducer:
                          "at": (first.x, first.y), "last": ev, "build": build}
         return []
 
-    def _wheel(self, ev: RawEvent, axis: str, sign: int) -> list[ReducedAction]:
+    def _wheel(self, ev: ClientMessage, axis: str, sign: int) -> list[ReducedAction]:
         self._lone_modifier = None
         p = self._pending
         if p is not None and p["kind"] == "scroll" and p["axis"] == axis \
@@ -268,7 +246,7 @@ class Reducer:
         return out
 
     # -- keyboard ------------------------------------------------------------------------------------
-    def _key(self, ev: RawEvent) -> list[ReducedAction]:
+    def _key(self, ev: ClientMessage) -> list[ReducedAction]:
         modifier = _MODIFIERS.get(ev.keysym)
         if modifier is not None:
             return self._modifier(ev, modifier)
@@ -291,7 +269,7 @@ class Reducer:
         out.append(self._finish({"type": "key", "keys": combo}, ev, ev, self._take_moves()))
         return out
 
-    def _modifier(self, ev: RawEvent, name: str) -> list[ReducedAction]:
+    def _modifier(self, ev: ClientMessage, name: str) -> list[ReducedAction]:
         if ev.down:
             self._mods[name] = ev.keysym
             if name in _CHORD_MODIFIERS and not [m for m in self._mods if m != name]:
@@ -307,7 +285,7 @@ class Reducer:
             return out
         return []
 
-    def _type(self, ev: RawEvent, char: str) -> list[ReducedAction]:
+    def _type(self, ev: ClientMessage, char: str) -> list[ReducedAction]:
         p = self._pending
         if p is not None and p["kind"] == "type":
             p["text"] += char
@@ -323,7 +301,7 @@ class Reducer:
         return out
 
 
-def reduce_events(events: list[RawEvent], thresholds: Thresholds | None = None) -> list[ReducedAction]:
+def reduce_events(events: list[ClientMessage], thresholds: Thresholds | None = None) -> list[ReducedAction]:
     """Reduce a whole recorded stream at once (what the recorder does live, event by event)."""
     reducer = Reducer(thresholds)
     out: list[ReducedAction] = []

@@ -360,3 +360,30 @@ def test_serve_desktop_fake_needs_no_x(fake_server):
         assert "vnc_url" not in state or state["vnc_url"] is None
     reply = httpx.get(f"{fake_server.base_url}/vnc/")
     assert reply.status_code == 404
+
+
+# -- nesting too deep for the parser ---------------------------------------------------------------------------
+def test_deeply_nested_json_is_a_parse_error_everywhere(fake_server):
+    from websockets.sync.client import connect
+
+    deep = "[" * 100_000
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25",
+               "content-type": "application/json"}
+    with fake_server.http() as http:
+        reply = http.post("/mcp", content=deep, headers=headers)
+        assert reply.status_code < 500 and reply.json()["error"]["code"] == -32700, reply.text
+        nested = "[" * 900 + "]" * 900
+        call = ('{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "screen_size", '
+                f'"arguments": {{"deep": {nested}}}}}}}')
+        reply = http.post("/mcp", content=call, headers=headers)
+        assert reply.status_code < 500, reply.text
+        result = reply.json().get("result") or {}
+        assert result.get("isError") or "error" in reply.json(), reply.text
+        assert http.post("/step", content=deep, headers={"content-type": "application/json"}).status_code == 400
+        assert http.get("/health").json()["status"] == "healthy"
+    with connect(fake_server.base_url.replace("http://", "ws://") + "/ws", max_size=2**26) as ws:
+        ws.send(deep)
+        frame = json.loads(ws.recv(timeout=30))
+        assert frame["type"] == "error" and frame["data"]["code"] == "INVALID_JSON"
+        ws.send(json.dumps({"type": "state"}))
+        assert json.loads(ws.recv(timeout=30))["type"] == "state"  # the socket carries on

@@ -149,23 +149,46 @@ def test_a_failing_task_is_reported_and_the_run_goes_on(world, tmp_path):
             raise KeyError("no plan for this one")
         if context.task.id == "slow":
             _time.sleep(5)
+        if context.task.id == "spins":
+            spun.append(1)
+            try:
+                while True:  # a runaway loop: it must be stopped, not left to burn a core
+                    spun[0] += 1
+            except Exception:  # an agent's catch-all must not swallow the stop
+                pass
+        if context.task.id == "naps":
+            for _ in range(600):
+                napped[0] += 1
+                _time.sleep(0.1)
         return oracle(observation, context)
+
+    spun: list[int] = []
+    napped = [0]
 
     broken = parse_task({"id": "no-app", "instruction": "i", "checker": {"type": "file", "path": "x", "exists": False},
                          "start_state": {"apps": [{"command": ["false"], "timeout": 3}]}})
     raises = world.task("term-hello").model_copy(update={"id": "raises"})
     slow = world.task("term-hello").model_copy(update={"id": "slow", "time_limit": 1.0})
-    tasks = [raises, broken, slow, world.task("term-hello")]
+    spins = world.task("term-hello").model_copy(update={"id": "spins", "time_limit": 1.0})
+    naps = world.task("term-hello").model_copy(update={"id": "naps", "time_limit": 1.0})
+    tasks = [raises, broken, slow, spins, naps, world.task("term-hello")]
     started = _time.monotonic()
     report = World(tasks, env=world.env).run(agent, report_dir=tmp_path, progress=False)
     by_id = {r.task: r for r in report.results}
     assert "KeyError" in by_id["raises"].error and by_id["raises"].score == 0.0
     assert by_id["no-app"].error.startswith("the task did not start") and by_id["no-app"].score == 0.0
     assert "time limit" in by_id["slow"].error and by_id["slow"].score == 0.0
+    for overran in ("spins", "naps"):
+        assert "time limit" in by_id[overran].error and by_id[overran].score == 0.0
+    spun_then, napped_then = spun[0], napped[0]
+    _time.sleep(0.5)
+    assert spun[0] == spun_then, "the overrunning agent is still spinning in its thread"
+    assert napped[0] == napped_then and napped[0] < 50, "the overrunning agent is still napping in its thread"
     assert by_id["term-hello"].score == 1.0 and by_id["term-hello"].error is None
     assert _time.monotonic() - started < 60
     data = json.loads((tmp_path / "report.json").read_text())
-    assert data["summary"]["errors"] == 3 and data["summary"]["tasks"] == 4
+    assert data["summary"]["errors"] == 5 and data["summary"]["tasks"] == 6
+
 
 
 def test_a_task_file_readable_by_agents_is_called_out(tmp_path, capsys):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-
+import time
 
 import pytest
 from helpers import McpClient, Probe, ServerProcess, text_of
@@ -188,3 +188,22 @@ def test_session_mode_picks_the_advertised_interface():
             assert "1280" in text_of(out)
 
 
+
+
+def test_a_worker_that_died_between_calls_is_announced_in_the_next_result(workstation):
+    env = workstation
+    started = env.call_tool("python", {"code": "import os, threading\nx = 41\n"
+                                               "threading.Timer(0.3, lambda: os._exit(7)).start()"})
+    assert not started.is_error and started.data["notice"] is None
+    time.sleep(1.0)
+    after = env.call_tool("python", {"code": "print(x)"})
+    assert after.data["restarted"] and "exited with status 7" in after.data["notice"]
+    assert after.text.startswith("[notice] the interpreter exited with status 7") and "NameError" in after.text
+    assert env.call_tool("python", {"code": "print(1)"}).data["notice"] is None  # said once
+
+    env.step({"code": "kept = 5"})
+    env.call_tool("bash", {"command": "pkill -KILL -f -- '--codeact' || true"})
+    time.sleep(0.5)
+    coded = env.step({"code": "print(kept)"})
+    assert "[notice] the interpreter was killed by signal 9" in coded.text and "NameError" in coded.text
+    assert env.step({"code": "print(screen_size()['width'])"}).text.strip() == "1280"  # tools are back

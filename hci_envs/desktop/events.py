@@ -183,7 +183,13 @@ class DesktopEvents:
 
     # -- settling --------------------------------------------------------------------------------------
     @property
+    def has_damage(self) -> bool:
+        return self._has_damage
+
+    @property
     def damage_count(self) -> int:
+        """How many times the screen has changed, as far as this connection has read (it may lag the X server;
+        :meth:`damage_generation` is exact)."""
         return self._damage_count
 
     def damage_generation(self) -> int | None:

@@ -313,6 +313,9 @@ class FakeEvents:
     def damage_generation(self) -> int | None:
         return self._generation
 
+    has_damage = True
+
+    @property
     def damage_count(self) -> int:
         return self._generation
 

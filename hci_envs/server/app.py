@@ -103,7 +103,7 @@ def _replay(body: bytes) -> Receive:
 def _not_jsonrpc(body: bytes) -> dict[str, Any] | None:
     try:
         message = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         return {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error", "data": None}}
     if isinstance(message, dict) and ("jsonrpc" not in message or ("method" not in message and "id" not in message)):
         return {

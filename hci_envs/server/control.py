@@ -243,7 +243,7 @@ async def _serve_ws(ws: WebSocket, session: Session) -> None:
             return
         try:
             message = json.loads(raw)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
             await _send_error(ws, f"Invalid JSON: {exc}", "INVALID_JSON")
             continue
         if not isinstance(message, dict) or not isinstance(message.get("type"), str):

@@ -13,10 +13,12 @@ An agent is any callable ``agent(observation, context) -> action | list of actio
 from __future__ import annotations
 
 import base64
+import logging
 import json
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +32,8 @@ from ..errors import HciEnvsError
 from ..protocol import Observation
 from .scoring import Score, score
 from .spec import TaskSpec, load_tasks
+
+log = logging.getLogger(__name__)
 
 BUILTIN = Path(__file__).with_name("builtin.jsonl")
 Agent = Callable[[Observation, "AgentContext"], Any]
@@ -175,16 +179,38 @@ class World:
         return report
 
     def _ask(self, agent: Agent, obs: Observation, context: AgentContext, seconds: float) -> Any:
-        """The agent's next actions, within the task's remaining time. An agent that overruns is abandoned
-        in its thread (it cannot be interrupted) and the next task gets a fresh thread."""
+        """The agent's next actions, within the task's remaining time. An agent that overruns is stopped: the
+        waits it has the environment doing are cut short, and :class:`AgentOverrun` is raised inside its thread
+        (at its next Python instruction, so a loop or a sleep in steps ends). One stuck longer than
+        ``STOP_GRACE`` in a single call (a C call, a long command) is left behind in its thread, said in the
+        log, and the next task gets a fresh thread."""
         if self._agent_thread is None:
             self._agent_thread = ThreadPoolExecutor(1, thread_name_prefix="hci-envs-agent")
-        future = self._agent_thread.submit(agent, obs, context)
+        ident: list[int] = []
+
+        def ask() -> Any:
+            ident.append(threading.get_ident())
+            return agent(obs, context)
+
+        future = self._agent_thread.submit(ask)
         try:
             return future.result(timeout=max(seconds, 0.001))
         except FutureTimeout:
-            self._agent_thread.shutdown(wait=False)
-            self._agent_thread = None
+            executor = getattr(self.env, "executor", None)
+            if executor is not None:
+                executor.interrupt.set()  # cut short the waits it has the environment doing
+            if ident and _raise_in_thread(ident[0], AgentOverrun):
+                try:
+                    future.result(timeout=STOP_GRACE)
+                except BaseException:  # noqa: BLE001 - AgentOverrun, or whatever the agent raised on its way out
+                    pass
+            if executor is not None and future.done():
+                executor.interrupt.clear()
+            if not future.done():
+                log.warning("the agent did not stop within %gs of its time limit; its thread is left behind",
+                            STOP_GRACE)
+                self._agent_thread.shutdown(wait=False)
+                self._agent_thread = None
             raise TimeoutError("the agent did not answer within the task's time limit") from None
 
     def _run_one(self, agent: Agent, task: TaskSpec, out: Path | None) -> TaskResult:
@@ -244,6 +270,27 @@ class World:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class AgentOverrun(BaseException):
+    """Raised inside an agent's thread when it overruns its task's time limit (a BaseException, so that an
+    agent's own ``except Exception`` does not swallow it)."""
+
+
+#: Seconds an overrunning agent has to stop once told to.
+STOP_GRACE = 2.0
+
+
+def _raise_in_thread(ident: int, exc_type: type[BaseException]) -> bool:
+    """Raise ``exc_type`` in the thread ``ident`` at its next Python instruction (CPython's
+    PyThreadState_SetAsyncExc); whether the thread was found."""
+    import ctypes
+
+    found = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(exc_type))
+    if found > 1:  # more than one thread state changed: undo, as the C API asks
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), None)
+        return False
+    return found == 1
 
 
 def warn_if_readable_by_agents(path: Path) -> bool:

@@ -28,12 +28,12 @@ from .rfb import (
     SECURITY_NONE,
     SET_DESKTOP_SIZE,
     SET_ENCODINGS,
+    VNC_AUTH_CHARS,
     ClientMessage,
     ClientMessageParser,
     RfbError,
     filter_encodings,
     new_challenge,
-    VNC_AUTH_CHARS,
     new_password,
     vnc_response,
 )

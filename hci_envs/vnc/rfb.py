@@ -14,6 +14,7 @@ from __future__ import annotations
 import secrets
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import RfbError
 
@@ -54,30 +55,50 @@ MAX_CUT_TEXT = 16 * 1024 * 1024
 
 @dataclass(frozen=True)
 class ClientMessage:
-    """One complete client-to-server message: its type, the bytes to forward, and the decoded fields of the
-    input messages (``down``/``key`` for KeyEvent, ``mask``/``x``/``y`` for PointerEvent, ``text``)."""
+    """One client-to-server message: its type, the bytes to forward, and the decoded fields of the input
+    messages (``down``/``keysym`` for KeyEvent, ``mask``/``x``/``y`` for PointerEvent, ``text`` for
+    ClientCutText). The same record is what a recording stores and reads back (``raw/input.jsonl``): there it
+    also has its index ``i`` and arrival time ``t`` (seconds), and no bytes."""
 
     type: int
-    data: bytes
+    data: bytes = b""
     down: bool = False
-    key: int = 0
+    keysym: int = 0
     mask: int = 0
     x: int = 0
     y: int = 0
     text: str = ""
+    i: int = -1
+    t: float = 0.0
 
     @property
-    def name(self) -> str:
+    def msg(self) -> str:
+        """The message's RFB name (``KeyEvent``, ``PointerEvent``, ...)."""
         return MESSAGE_NAMES.get(self.type, str(self.type))
+
+    name = msg
 
     def to_dict(self) -> dict[str, object]:
         if self.type == KEY_EVENT:
-            return {"msg": "KeyEvent", "down": self.down, "keysym": self.key}
+            return {"msg": "KeyEvent", "down": self.down, "keysym": self.keysym}
         if self.type == POINTER_EVENT:
             return {"msg": "PointerEvent", "mask": self.mask, "x": self.x, "y": self.y}
         if self.type == CLIENT_CUT_TEXT:
             return {"msg": "ClientCutText", "text": self.text}
-        return {"msg": self.name}
+        return {"msg": self.msg}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ClientMessage:
+        """A recorded message (``{"i", "t", "msg", ...}``) back as a message, without its bytes."""
+        kind = _TYPES_BY_NAME.get(str(data["msg"]))
+        if kind is None:
+            raise RfbError(f"unknown RFB message {data['msg']!r}")
+        return cls(kind, b"", down=bool(data.get("down", False)), keysym=int(data.get("keysym", 0)),
+                   mask=int(data.get("mask", 0)), x=int(data.get("x", 0)), y=int(data.get("y", 0)),
+                   text=str(data.get("text", "")), i=int(data.get("i", -1)), t=float(data.get("t", 0.0)))
+
+
+_TYPES_BY_NAME = {name: kind for kind, name in MESSAGE_NAMES.items()}
 
 
 class ClientMessageParser:
@@ -130,8 +151,8 @@ class ClientMessageParser:
 def _decode(raw: bytes) -> ClientMessage:
     kind = raw[0]
     if kind == KEY_EVENT:
-        down, key = struct.unpack_from(">BxxI", raw, 1)
-        return ClientMessage(kind, raw, down=bool(down), key=key)
+        down, keysym = struct.unpack_from(">BxxI", raw, 1)
+        return ClientMessage(kind, raw, down=bool(down), keysym=keysym)
     if kind == POINTER_EVENT:
         mask, x, y = struct.unpack_from(">BHH", raw, 1)
         return ClientMessage(kind, raw, mask=mask, x=x, y=y)

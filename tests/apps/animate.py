@@ -1,6 +1,6 @@
 """A window that never stops changing: a box sweeping across a canvas at about 60 frames per second.
 
-    python3 animate.py [WIDTH HEIGHT]
+    python3 animate.py [WIDTH HEIGHT [INTERVAL_MS]]
 
 Used where a benchmark needs every screenshot to be new work, and to count the frames a VNC viewer gets.
 Standard library only.
@@ -10,6 +10,7 @@ import sys
 import tkinter as tk
 
 width, height = (int(sys.argv[1]), int(sys.argv[2])) if len(sys.argv) > 2 else (600, 400)
+interval = int(sys.argv[3]) if len(sys.argv) > 3 else 16  # ms between frames: 16 is about 60 fps
 root = tk.Tk()
 root.title("hci-envs animation")
 root.geometry(f"{width}x{height}+0+0")  # the whole window on screen: every frame is new work
@@ -25,7 +26,7 @@ def tick() -> None:
     x = (frame[0] * 7) % (width - 80)
     canvas.coords(box, x, height // 3, x + 80, height // 3 + 80)
     canvas.itemconfigure(label, text=str(frame[0]))
-    root.after(16, tick)
+    root.after(interval, tick)
 
 
 tick()
