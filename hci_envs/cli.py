@@ -78,7 +78,7 @@ def serve(args: argparse.Namespace) -> int:
     port = sock.getsockname()[1]
     config = ServerConfig.from_env(
         host=args.host, port=port, env_class=env_class, env_kwargs=env_kwargs, mode=args.mode,
-        max_sessions=args.max_sessions, idle_timeout=args.idle_timeout, control_token=control_token,
+        max_sessions=args.max_sessions, idle_timeout=args.idle_timeout, orphan_timeout=args.orphan_timeout, control_token=control_token,
         agent_token=agent_token, agent_tokens=args.agent_tokens or None, public_url=args.public_url,
         vnc=not args.no_vnc and args.desktop == "xvfb", vnc_port=args.vnc_port, takeover_timeout=args.takeover_timeout,
         episodes_dir=args.episodes_dir, action_mode=args.action_mode, isolation=args.isolation,
@@ -199,6 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=("simulation", "production"), default="simulation")
     p.add_argument("--max-sessions", type=int, default=8)
     p.add_argument("--idle-timeout", type=float, default=600.0, help="seconds before an idle session is closed")
+    p.add_argument("--orphan-timeout", type=float, default=None, metavar="SECONDS",
+                   help="exit after this long with no client at all (or HCI_ENVS_ORPHAN_TIMEOUT; containers "
+                        "started by the Docker provider: 600)")
     p.add_argument("--control-token", help="secret for the control plane (or HCI_ENVS_CONTROL_TOKEN)")
     p.add_argument("--agent-token", help="secret for the default session's MCP endpoint (or HCI_ENVS_AGENT_TOKEN)")
     p.add_argument("--control-token-file", metavar="PATH", help="read the control token from a file")

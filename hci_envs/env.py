@@ -90,7 +90,7 @@ class DesktopEnvironment(EnvironmentTools):
         *,
         mode: Mode = "simulation",
         observation: ObservationSpec | dict[str, Any] | None = None,
-        paste_keys: str = "ctrl+v",
+        paste_keys: str = "shift+Insert",
         isolation: Isolation = "auto",
         max_agent_processes: int = 0,
         max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES,

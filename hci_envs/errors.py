@@ -26,6 +26,7 @@ frame) and back (the client raises the matching class), so the same failure read
     ├── ConfigError                 a bad setting, refused before anything starts (also a ValueError)
     │   └── ToolDefinitionError     a class's tools cannot be registered (hci_envs.tools)
     │       └── DuplicateToolError  two traits offer one tool name
+    ├── StorageError                no space left on the disk (HTTP 507)
     ├── SnapshotError               a snapshot could not be taken (too large, disk full)
     ├── TaskFormatError             a task file is malformed (hci_envs.tasks; also a ValueError)
     ├── EpisodeFormatError          an episode folder is malformed (recorders; also a ValueError)
@@ -176,6 +177,23 @@ class DuplicateToolError(ToolDefinitionError):
     code = "DUPLICATE_TOOL"
 
 
+class StorageError(HciEnvsError):
+    """The machine has no space left for what was asked (a session's files, a snapshot, a restore)."""
+
+    code = "NO_SPACE"
+
+    @classmethod
+    def translate(cls, exc: OSError, doing: str) -> HciEnvsError | None:
+        """The typed error for a disk that is full (ENOSPC, EDQUOT), or None for any other OSError."""
+        import errno
+
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            return None
+        where = f" ({exc.filename})" if exc.filename else ""
+        return cls(f"no space left on the disk{where} while {doing}: free some, or point TMPDIR elsewhere",
+                   path=str(exc.filename) if exc.filename else None)
+
+
 class SnapshotError(HciEnvsError):
     """A snapshot could not be taken (too large, the disk is full); the home is unchanged."""
 
@@ -244,6 +262,7 @@ WIRE: dict[str, WireForm] = {
     "MODE_FORBIDDEN": WireForm(403, "EXECUTION_ERROR", "execution_error"),
     "CONFIG_ERROR": WireForm(400, "VALIDATION_ERROR", "invalid_args"),
     "SNAPSHOT_ERROR": WireForm(400, "EXECUTION_ERROR", "execution_error"),
+    "NO_SPACE": WireForm(507, "EXECUTION_ERROR", "execution_error"),
     "TASK_FORMAT": WireForm(400, "VALIDATION_ERROR", "invalid_args"),
     "EPISODE_FORMAT": WireForm(400, "VALIDATION_ERROR", "invalid_args"),
     "TRANSPORT_ERROR": WireForm(502, "EXECUTION_ERROR", "transport_error"),

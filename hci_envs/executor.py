@@ -18,6 +18,11 @@ from .actions.keys import split_combo
 from .actions.models import BUTTON_NUMBERS, parse_action
 from .errors import ActionTimeoutError, DesktopDiedError, HumanControlError
 
+#: The selections a paste offers its text on (xterm's shift+Insert reads PRIMARY, the others CLIPBOARD).
+PASTE_SELECTIONS = ("CLIPBOARD", "PRIMARY")
+#: The keys that paste in xterm, GTK, Qt, Tk and chromium alike.
+DEFAULT_PASTE_KEYS = "shift+Insert"
+
 #: Default quiet period and time limit of "wait until the screen has settled".
 SETTLE_QUIET = 0.05
 SETTLE_TIMEOUT = 2.0
@@ -53,7 +58,7 @@ class Executor:
         self,
         desktop: Any,
         *,
-        paste_keys: str = "ctrl+v",
+        paste_keys: str = DEFAULT_PASTE_KEYS,
         settle_quiet: float = SETTLE_QUIET,
         settle_timeout: float = SETTLE_TIMEOUT,
     ) -> None:
@@ -128,6 +133,10 @@ class Executor:
 
     def _do_cursor_position(self, a: A.CursorPosition) -> ActionResult:
         x, y = self.desktop.input.pointer()
+        if a.scale is not None and a.scale != 1:  # in the space of a screenshot taken at that scale
+            x, y = int(round(x * a.scale)), int(round(y * a.scale))
+            return ActionResult(a.type, f"cursor at ({x}, {y}) at scale {a.scale:g}", {"x": x, "y": y,
+                                                                                     "scale": a.scale})
         return ActionResult(a.type, f"cursor at ({x}, {y})", {"x": x, "y": y})
 
     def _do_screen_size(self, a: A.ScreenSize) -> ActionResult:
@@ -219,15 +228,22 @@ class Executor:
         return ActionResult(a.type, f"typed {len(a.text)} characters ({mode})", {"mode": mode, "chars": len(a.text)})
 
     def _paste(self, text: str) -> None:
+        """Put ``text`` on both selections and press the paste keys. shift+Insert (the default) pastes in
+        every toolkit: xterm inserts PRIMARY, GTK, Qt, Tk and chromium insert CLIPBOARD."""
         events = self.desktop.events
         try:
             previous = events.get_clipboard(timeout=1.0)
         except (ActionTimeoutError, DesktopDiedError):
             previous = None
         served = events.requests_served
-        events.set_clipboard(text)
+        events.set_clipboard(text, selections=PASTE_SELECTIONS)
         self.desktop.input.combo(split_combo(self.paste_keys))
         fetched = events.wait_served(served, timeout=3.0)
+        if fetched:
+            # An app may still be inserting what it read, and chromium drops a paste whose selection changes
+            # owner meanwhile: let the screen show the text before the selections change again.
+            events.wait_settled(0.1, 2.0)
+        events.clear_clipboard(("PRIMARY",), only_ours=True)  # what a person last selected: not ours to keep
         if not fetched:
             raise ActionTimeoutError(
                 f"paste: the focused app did not ask for the clipboard after {self.paste_keys}; "

@@ -144,6 +144,32 @@ def test_anthropic_coordinate_scaling(fresh):
     assert mark == [shrunk["canvas"][0] - cx, shrunk["canvas"][1] - cy]
 
 
+def test_anthropic_screenshots_and_cursor_are_in_the_models_space_and_zoom_is_full_resolution(fresh):
+    """Told its display is 640x400 (scale 0.5), the model gets 640x400 screenshots, a cursor position in that
+    space, and zoom returns the asked part of its screenshot at the screen's own resolution."""
+    env, probe, state = fresh
+    scale = 0.5
+    shot = env.step(from_anthropic({"action": "screenshot"}, scale=scale))
+    image = shot.images[0] if shot.images else None
+    assert image is not None and (image.width, image.height) == (640, 400) and shot.data["scale"] == 0.5
+    env.step(from_anthropic({"action": "mouse_move", "coordinate": [300, 200]}, scale=scale))
+    at = env.step(from_anthropic({"action": "cursor_position"}, scale=scale))
+    assert (at.data["x"], at.data["y"]) == (300, 200)  # where the model put it, in its own space
+    assert env.desktop.input.pointer() == (600, 400)  # and on the screen
+    cx, cy, cw, ch = state["widgets"]["canvas"]
+    region = [cx // 2, cy // 2, (cx + cw) // 2, (cy + ch) // 2]  # the canvas, in the model's space
+    zoomed = env.step(from_anthropic({"action": "zoom", "region": region}, scale=scale))
+    z = zoomed.images[0]
+    assert (z.width, z.height) == (region[2] * 2 - region[0] * 2, region[3] * 2 - region[1] * 2)  # full size
+    assert zoomed.data["left"] == region[0] * 2 and zoomed.data["scale"] == 1.0
+    assert to_anthropic(from_anthropic({"action": "zoom", "region": [10, 20, 110, 70]})[0]) == {
+        "action": "zoom", "region": [10, 20, 110, 70]}
+    with pytest.raises(InvalidActionError, match="empty"):
+        from_anthropic({"action": "zoom", "region": [50, 50, 10, 60]})
+    with pytest.raises(UnsupportedActionError, match=r"\[x0, y0, x1, y1\]"):
+        from_anthropic({"action": "zoom", "region": [1, 2, 3]})
+
+
 def test_round_trips():
     for action in ({"type": "click", "x": 5, "y": 6, "count": 2}, {"type": "scroll", "x": 1, "y": 2, "dy": -3},
                    {"type": "type_text", "text": "x"}, {"type": "key", "keys": "ctrl+shift+t"},

@@ -478,3 +478,59 @@ def test_local_provider_keeps_secrets_off_the_command_line_and_out_of_its_logs(x
         logs = env.provider.logs(200)
         assert "agent token:" in logs and "s3cret-agent" not in logs
         assert "vnc%2Fws%2F" in logs and "<redacted>" in logs
+
+
+def test_a_server_with_no_client_for_its_orphan_timeout_exits():
+    with ServerProcess("--desktop", "fake", "--orphan-timeout", "2") as server:
+        with connect(ws_url(server)) as ws:  # an open WebSocket is a client, however quiet
+            ws_call(ws, {"type": "reset", "data": {}})
+            time.sleep(4)
+            assert server.proc.poll() is None, "the server left while a client was connected"
+            assert ws_call(ws, {"type": "state"})["type"] == "state"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and server.proc.poll() is None:
+            try:
+                httpx.get(f"{server.base_url}/health")  # a health probe (Docker's, Kubernetes') is no client
+            except httpx.TransportError:
+                break  # it is on its way out
+            time.sleep(0.2)
+        time.sleep(1)
+        assert server.proc.poll() is not None, "the server outlived its orphan timeout"
+        assert "orphan-timeout" in "".join(server.output)
+
+
+def test_a_full_disk_is_a_typed_error_and_the_server_carries_on(tmp_path):
+    import shutil
+    import subprocess
+
+    full = tmp_path / "small-tmp"
+    full.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,nr_inodes=400,mode=1777", "tmpfs", str(full)], check=True)
+    try:
+        with ServerProcess("--desktop", "fake", "--max-sessions", "4", env={"TMPDIR": str(full)}) as server:
+            with server.http() as http:
+                assert http.post("/sessions").status_code == 200
+                fillers = full / "fillers"
+                fillers.mkdir()
+                with open(fillers / "data", "wb") as f:  # the disk fills up: its space, then its inodes
+                    try:
+                        while True:
+                            f.write(b"x" * 65536)
+                    except OSError:
+                        pass
+                try:
+                    for n in range(10_000):
+                        (fillers / str(n)).touch()
+                except OSError:
+                    pass
+                refused = http.post("/sessions")
+                assert refused.status_code == 507, refused.text
+                assert refused.json()["error"]["code"] == "NO_SPACE" and "no space left" in refused.json()["detail"]
+                with connect(ws_url(server)) as ws:
+                    frame = json.loads(ws.recv(timeout=30))
+                    assert frame["type"] == "error" and frame["data"]["error"]["code"] == "NO_SPACE"
+                shutil.rmtree(fillers)
+                assert http.post("/sessions").status_code == 200  # space again: sessions again
+                assert http.get("/health").json()["status"] == "healthy"
+    finally:
+        subprocess.run(["umount", "-l", str(full)], check=False)

@@ -235,3 +235,65 @@ def test_settle_waits_for_the_screen(mcp):
     result = client.ok("click", {"x": x, "y": y, "settle": True})
     assert result.structured_content["settled"] is True
     assert probe.state()["clicks"] == 1
+
+
+#: More distinct characters than the keyboard has spare keys for: 'auto' must paste these.
+MANY = "".join(chr(c) for c in range(0x4E00, 0x4E00 + 300)) + " ✓ ünïcödé"
+TEXTAREA = ("data:text/html;charset=utf-8,<title>empty</title><textarea autofocus style='position:fixed;inset:0;"
+            "width:100%;height:100%' oninput=\"document.title='got:'+this.value.length+':'+this.value.slice(-12)\">"
+            "</textarea>")
+
+
+@pytest.mark.parametrize("app", ["xterm", "mousepad", "chromium"])
+def test_paste_arrives_in_a_terminal_a_gtk_editor_and_a_browser(x11, app):
+    """'paste' (and 'auto' for text the keyboard cannot hold) reaches xterm, a GTK app and chromium (the Tk
+    app is covered above): shift+Insert, with the text offered on CLIPBOARD and PRIMARY."""
+    import time
+
+    from conftest import need_programs
+    from traits import WorkstationEnv
+
+    need_programs(app)
+    commands = {
+        "xterm": ["xterm", "-e", "sh", "-c", 'cat > "$HOME/pasted.txt"'],
+        "mousepad": ["mousepad", "note.txt"],
+        "chromium": ["chromium", "--no-first-run", "--disable-gpu", "--window-position=0,0",
+                     "--window-size=1280,800", TEXTAREA],
+    }
+    env = WorkstationEnv(start_state={"apps": [{"command": commands[app], "timeout": 90}]})
+
+    def until(predicate, timeout=20.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            time.sleep(0.1)
+        return predicate()
+
+    def title() -> str:
+        windows = env.desktop.windows()
+        return env.desktop.input.window_title(windows[-1]) if windows else ""
+
+    try:
+        env.reset()
+        if app == "chromium":
+            assert until(lambda: title().startswith("empty"), 60), title()
+            env.step([{"type": "click", "x": 640, "y": 400}, {"type": "wait", "ms": 500}])  # the page takes focus
+        first = "pasted ✓ 日本 ünïcödé\n" if app == "xterm" else "pasted ✓ 日本 ünïcödé "
+        obs = env.step({"type": "type_text", "text": first, "mode": "paste"})
+        assert obs.error is None, obs.error
+        obs = env.step({"type": "type_text", "text": MANY + ("\n" if app == "xterm" else ""), "mode": "auto"})
+        assert obs.error is None and obs.data["mode"] == "paste", (obs.error, obs.data)
+        expected = first + MANY + ("\n" if app == "xterm" else "")
+        if app == "xterm":
+            saved = env.home / "pasted.txt"
+            assert until(lambda: saved.exists() and saved.read_text() == expected), saved.read_text()
+        elif app == "mousepad":
+            env.step([{"type": "key", "keys": "ctrl+s"}, {"type": "wait", "ms": 500}])
+            saved = env.home / "note.txt"
+            assert until(lambda: saved.exists() and saved.read_text().rstrip("\n") == expected), saved.read_text()
+        else:
+            want = f"got:{len(expected)}:{expected[-12:]}"
+            assert until(lambda: title().startswith(want)), (title(), want)
+    finally:
+        env.close()

@@ -300,32 +300,68 @@ def test_image_derived_from_an_environments_traits(docker_client):
 
 
 OWNER_SCRIPT = """
-import sys, time
+import signal, sys, time
 from hci_envs import HciEnvClient
+# started as a background job of a non-interactive shell, a process inherits SIGINT ignored, and Python then
+# installs no KeyboardInterrupt: a program that wants Ctrl-C puts the default handler back itself
+signal.signal(signal.SIGINT, signal.default_int_handler)
 env = HciEnvClient.from_docker_image(sys.argv[1])
 env.reset()
 print(env.provider.container.name, flush=True)
 if sys.argv[2] == "exit":
     sys.exit(0)  # never closed: the interpreter's exit must remove the container
-time.sleep(600)  # interrupted by Ctrl-C
+time.sleep(600)  # interrupted by Ctrl-C or SIGTERM
 """
 
 
-@pytest.mark.parametrize("ending", ["ctrl-c", "exit"])
-def test_ctrl_c_or_interpreter_exit_removes_the_container(docker_client, ending):
+@pytest.mark.parametrize("ending", ["ctrl-c", "sigterm", "exit"])
+def test_ctrl_c_sigterm_or_interpreter_exit_removes_the_container(docker_client, ending):
     import signal
     import sys
 
+    # as a background job of a non-interactive shell starts it: SIGINT ignored
     proc = subprocess.Popen([sys.executable, "-c", OWNER_SCRIPT, BASE_IMAGE, ending],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         name = proc.stdout.readline().strip()
         assert name, proc.stderr.read()
         assert docker_client.containers.list(all=True, filters={"name": name})
         if ending == "ctrl-c":
             proc.send_signal(signal.SIGINT)
+        elif ending == "sigterm":
+            proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
+        if ending == "sigterm":
+            assert proc.returncode == -signal.SIGTERM  # it still ends as SIGTERM says
     finally:
         if proc.poll() is None:
             proc.kill()
     assert not docker_client.containers.list(all=True, filters={"name": name}), f"{name} left after {ending}"
+
+
+def test_a_container_whose_client_was_killed_exits_after_its_orphan_timeout(docker_client):
+    import signal
+    import sys
+
+    script = ("import sys\nfrom hci_envs.providers import DockerProvider\n"
+              "p = DockerProvider(sys.argv[1], orphan_timeout=3)\np.start()\n"
+              "print(p.container.name, flush=True)\nimport time\ntime.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script, BASE_IMAGE], stdout=subprocess.PIPE, text=True)
+    name = proc.stdout.readline().strip()
+    assert name
+    proc.send_signal(signal.SIGKILL)  # no cleanup of any kind
+    proc.wait()
+    try:
+        container = docker_client.containers.get(name)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            container.reload()
+            if container.status == "exited":
+                break
+            time.sleep(0.5)
+        assert container.status == "exited", container.status
+        assert "orphan-timeout" in container.logs().decode(errors="replace")
+    finally:
+        for leftover in docker_client.containers.list(all=True, filters={"name": name}):
+            leftover.remove(force=True)

@@ -77,3 +77,29 @@ def test_production_mode_validates_without_reset():
         with server.http() as http:
             assert http.post("/reset", json={}).status_code in (404, 405)
             assert http.post("/snapshot", json={"name": "x"}).status_code == 403
+
+
+@pytest.mark.parametrize("tokens", [False, True])
+def test_openenv_mcp_tool_client_works_unchanged(tokens):
+    """OpenEnv's MCPToolClient: its HTTP MCP session (openenv/session/create and close), tools on that session,
+    reset/step over the WebSocket attached to it, and its MCP WebSocket."""
+    args = ["--desktop", "fake", "--max-sessions", "4"]
+    env = {"HCI_ENVS_CONTROL_TOKEN": "ctl-secret"} if tokens else None
+    with ServerProcess(*args, env=env) as server:
+        seen = run_peer("mcp_tool_client.py", server.base_url, *(["ctl-secret"] if tokens else []))
+        assert seen["session"] and {"screenshot", "click", "type_text"} <= set(seen["tools"])
+        assert seen["screen_size"] == {"width": 1280, "height": 800}
+        assert seen["cursor"] == {"x": 11, "y": 22}
+        refused = seen["unknown_argument"]["error"]  # refused, not dropped
+        assert refused["code"] == "VALIDATION_ERROR" and refused["field"] == "clicks"
+        assert seen["reset_done"] is False and seen["state_episode"]
+        assert seen["ws_tools"] == len(seen["tools"]) and seen["ws_screen_size"]["width"] == 1280
+        assert seen["ws_bad"] == -32700
+        with server.http(headers={"authorization": "Bearer ctl-secret"} if tokens else {}) as http:
+            kinds = [s["kind"] for s in http.get("/sessions").json()]
+        assert kinds == ["default"], kinds  # the client closed its session, the MCP WebSocket its own
+        if tokens:  # without the control token, no session is made
+            import httpx
+
+            rpc = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}
+            assert httpx.post(f"{server.base_url}/mcp", json=rpc).status_code == 401

@@ -255,8 +255,9 @@ class Scroll(_Action):
 
 class TypeText(_Action):
     """Type text exactly as given, any Unicode. mode 'keys' sends key strokes (characters missing from the
-    keyboard map are mapped in temporarily), 'paste' pastes through the clipboard (ctrl+v), 'auto' types key
-    strokes unless the text needs more temporary keys than exist, then pastes."""
+    keyboard map are mapped in temporarily), 'paste' pastes through the clipboard (shift+Insert, which xterm,
+    GTK, Qt, Tk and browsers all paste with), 'auto' types key strokes unless the text needs more temporary
+    keys than exist, then pastes."""
 
     type: Literal["type_text"] = "type_text"
     text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
@@ -316,11 +317,13 @@ class Wait(_Action):
 
 
 class CursorPosition(_Action):
-    """Report where the mouse pointer is, in screen pixels."""
+    """Report where the mouse pointer is, in screen pixels (or, with ``scale``, in the pixels of a screenshot
+    taken at that scale)."""
 
     read_only: ClassVar[bool] = True
     injects_input: ClassVar[bool] = False
     type: Literal["cursor_position"] = "cursor_position"
+    scale: Scale = None
 
 
 class ScreenSize(_Action):

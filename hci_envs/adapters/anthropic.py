@@ -1,8 +1,11 @@
-"""Anthropic's computer tool (``computer_20250124``) and the canonical actions.
+"""Anthropic's computer tool (``computer_20250124``, and ``computer_20251124`` with ``zoom``) and the canonical
+actions.
 
 Coordinates: the computer-use demo shows the model a screenshot scaled down to a target resolution and
 takes its coordinates in that space; pass the factor as ``scale`` (image pixels per screen pixel, as our
-screenshots report it) and the canonical actions carry it, so the executor maps them back to the screen.
+screenshots report it). Everything then happens in the model's space: clicks and drags are mapped back to
+the screen by the executor, screenshots are taken at that scale, ``cursor_position`` answers in it, and
+``zoom`` (a region given in it) is captured at full resolution.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from ..actions import parse_action
 from ..errors import InvalidActionError
 from . import UnsupportedActionError, require, translator
 
-SCHEMA = "Anthropic computer_20250124"
+SCHEMA = "Anthropic computer_20250124/computer_20251124"
 _CLICKS = {"left_click": ("left", 1), "right_click": ("right", 1), "middle_click": ("middle", 1),
            "double_click": ("left", 2), "triple_click": ("left", 3)}
 _SCROLL = {"up": ("dy", -1), "down": ("dy", 1), "left": ("dx", -1), "right": ("dx", 1)}
@@ -80,9 +83,21 @@ def from_anthropic(payload: dict[str, Any], *, scale: float | None = None) -> li
     if action == "wait":
         return [{"type": "wait", "ms": int(round(float(require(payload, "duration", SCHEMA)) * 1000))}]
     if action == "screenshot":
-        return [{"type": "screenshot"}]
+        return [_with_scale({"type": "screenshot"}, scale)]
     if action == "cursor_position":
-        return [{"type": "cursor_position"}]
+        return [_with_scale({"type": "cursor_position"}, scale)]
+    if action == "zoom":  # computer_20251124: a region of the model's screenshot, at full resolution
+        region = require(payload, "region", SCHEMA)
+        if not (isinstance(region, list | tuple) and len(region) == 4
+                and all(isinstance(v, int | float) and not isinstance(v, bool) for v in region)):
+            raise UnsupportedActionError(f"{SCHEMA}: zoom region must be [x0, y0, x1, y1], not {region!r}",
+                                         field="region")
+        factor = scale if scale else 1.0
+        x0, y0, x1, y1 = (int(round(v / factor)) for v in region)
+        if x1 <= x0 or y1 <= y0:
+            raise InvalidActionError(f"{SCHEMA}: zoom region {region!r} is empty (x1 > x0 and y1 > y0 needed)",
+                                     field="region")
+        return [{"type": "screenshot", "region": {"x": x0, "y": y0, "width": x1 - x0, "height": y1 - y0}}]
     raise UnsupportedActionError(f"{SCHEMA}: unknown action {action!r}", field="action")
 
 
@@ -129,6 +144,9 @@ def to_anthropic(action: dict[str, Any]) -> dict[str, Any]:
         return _anthropic_pointer({"action": "scroll", "scroll_direction": direction, "scroll_amount": amount}, a)
     if kind == "wait":
         return {"action": "wait", "duration": a.ms / 1000}
+    if kind == "screenshot" and a.region is not None:
+        r = a.region
+        return {"action": "zoom", "region": [r.x, r.y, r.x + r.width, r.y + r.height]}
     if kind in ("screenshot", "cursor_position"):
         return {"action": kind}
     raise UnsupportedActionError(f"{SCHEMA} has no equivalent of {kind!r}", field="type")

@@ -248,16 +248,22 @@ class DesktopEvents:
 
         self._call(own)
 
-    def clear_clipboard(self, selections: tuple[str, ...] = ("CLIPBOARD", "PRIMARY")) -> None:
-        """Leave the selections without an owner (the clipboard is empty)."""
+    def clear_clipboard(self, selections: tuple[str, ...] = ("CLIPBOARD", "PRIMARY"), *,
+                        only_ours: bool = False) -> None:
+        """Leave the selections without an owner (the clipboard is empty); with ``only_ours``, only those this
+        connection still owns (another client's selection stays)."""
 
         def disown() -> None:
-            self._clipboard_text = None
             for name in selections:
+                atom = self._atom(name)
+                if only_ours and atom not in self._owned:
+                    continue
                 request.SetSelectionOwner(
-                    display=self._d.display, window=X.NONE, selection=self._atom(name), time=X.CurrentTime
+                    display=self._d.display, window=X.NONE, selection=atom, time=X.CurrentTime
                 )
-            self._owned.clear()
+                self._owned.discard(atom)
+            if not self._owned:
+                self._clipboard_text = None
             self._d.sync()
 
         self._call(disown)

@@ -333,7 +333,8 @@ class FakeEvents:
         for selection in selections:
             self._clipboard[selection] = text
 
-    def clear_clipboard(self, selections: tuple[str, ...] = ("CLIPBOARD", "PRIMARY")) -> None:
+    def clear_clipboard(self, selections: tuple[str, ...] = ("CLIPBOARD", "PRIMARY"), *,
+                        only_ours: bool = False) -> None:
         for selection in selections:
             self._clipboard.pop(selection, None)
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import abc
 import atexit
+import os
 import re
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -43,6 +45,23 @@ def _stop_all() -> None:
 atexit.register(_stop_all)
 
 
+def _on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM ends a process without running atexit: stop this process's servers first, then end it as
+    SIGTERM would have (its status still says so)."""
+    _stop_all()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _handle_sigterm() -> None:
+    """While a provider runs, SIGTERM cleans up like Ctrl-C and interpreter exit do. Only where nobody else
+    handles SIGTERM (the default action) and only from the main thread, where Python allows handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
 class Provider(abc.ABC):
     """Runs one environment server. ``start()`` returns its base URL once ``/health`` answers."""
 
@@ -66,6 +85,7 @@ class Provider(abc.ABC):
     def start(self, timeout: float = 60.0, headers: dict[str, str] | None = None) -> str:
         with _LOCK:
             _LIVE.add(self)
+        _handle_sigterm()
         try:
             self.base_url = self._start()
             wait_for_health(self.base_url, timeout, alive=self.alive, logs=self.logs, headers=headers)

@@ -11,8 +11,10 @@ each session's agent side as an account of its own (``hci_envs.accounts.CAPABILI
 CHOWN, DAC_OVERRIDE, FOWNER; the image's entrypoint hands them to the non-root server as ambient capabilities
 and no process stays root), no-new-privileges is set, the container is never privileged, and memory, CPU
 and process limits apply. The container is removed on
-``stop()``, on a failed start, and at interpreter exit; containers of a process that died without cleaning
-up (SIGKILL) are removed by the next provider started on the same machine.
+``stop()``, on a failed start, at interpreter exit and on SIGTERM (where the process has no SIGTERM handler
+of its own); a container whose client died without cleaning up (SIGKILL) exits by itself after
+``orphan_timeout`` seconds with no client (default 600; None: never), and is removed by the next provider
+started on the same machine.
 """
 
 from __future__ import annotations
@@ -83,12 +85,14 @@ class DockerProvider(Provider):
         port: int | None = None,
         command: list[str] | None = None,
         name: str | None = None,
+        orphan_timeout: float | None = 600.0,
         **run_kwargs: Any,
     ) -> None:
         self.image = image
         self.control_token = control_token or secrets.token_urlsafe(24)
         self.agent_token = agent_token or secrets.token_urlsafe(24)
         self.env_vars = {"HCI_ENVS_CONTROL_TOKEN": self.control_token, "HCI_ENVS_AGENT_TOKEN": self.agent_token,
+                         **({"HCI_ENVS_ORPHAN_TIMEOUT": f"{orphan_timeout:g}"} if orphan_timeout else {}),
                          **(env_vars or {})}
         self.limits = {"mem_limit": mem_limit, "nano_cpus": int(cpus * 1e9), "pids_limit": pids_limit,
                        "shm_size": shm_size}

@@ -25,7 +25,7 @@ from starlette.types import Receive, Scope, Send
 
 from .. import __version__
 from ..errors import HciEnvsError, SessionNotFoundError
-from . import control, recording_routes, vnc_routes
+from . import control, openenv_mcp, recording_routes, vnc_routes
 from .config import ServerConfig
 from .core import HciServer
 from .deps import bearer, error_response
@@ -46,6 +46,24 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         session_id = scope.get("path_params", {}).get("session_id")
+        body = None
+        if request.method == "POST":
+            body = await _read_body(receive, MAX_MCP_BODY)
+            if body is None:
+                await JSONResponse({"detail": "request body too large"}, status_code=413)(scope, receive, send)
+                return
+            message, reply = _parse_jsonrpc(body)
+            if reply is not None:  # OpenEnv's validator posts {}: answer like a JSON-RPC server would
+                await JSONResponse(reply)(scope, receive, send)
+                return
+            if session_id is None and openenv_mcp.is_openenv_request(message):
+                try:  # OpenEnv's session methods, and tools of the session they made (see openenv_mcp)
+                    reply = await openenv_mcp.openenv_request(self.server, bearer(request.headers), message)
+                except HciEnvsError as exc:
+                    await error_response(exc)(scope, receive, send)
+                    return
+                await JSONResponse(reply)(scope, receive, send)
+                return
         try:
             session = self.server.sessions.get(session_id) if session_id else self.server.sessions.default()
             session.check_agent_token(bearer(request.headers))
@@ -53,15 +71,7 @@ class McpEndpoint:
         except HciEnvsError as exc:
             await error_response(exc)(scope, receive, send)
             return
-        if request.method == "POST":
-            body = await _read_body(receive, MAX_MCP_BODY)
-            if body is None:
-                await JSONResponse({"detail": "request body too large"}, status_code=413)(scope, receive, send)
-                return
-            reply = _not_jsonrpc(body)
-            if reply is not None:  # OpenEnv's validator posts {}: answer like a JSON-RPC server would
-                await JSONResponse(reply)(scope, receive, send)
-                return
+        if body is not None:
             receive = _replay(body)
         scope = dict(scope)
         scope[SCOPE_KEY] = session
@@ -100,18 +110,19 @@ def _replay(body: bytes) -> Receive:
     return receive
 
 
-def _not_jsonrpc(body: bytes) -> dict[str, Any] | None:
+def _parse_jsonrpc(body: bytes) -> tuple[Any, dict[str, Any] | None]:
+    """The message, and the JSON-RPC error to answer instead when it is not JSON-RPC at all."""
     try:
         message = json.loads(body)
     except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
-        return {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error", "data": None}}
+        return None, {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error", "data": None}}
     if isinstance(message, dict) and ("jsonrpc" not in message or ("method" not in message and "id" not in message)):
-        return {
+        return message, {
             "jsonrpc": "2.0",
             "id": message.get("id"),
             "error": {"code": -32600, "message": "Invalid request: not a JSON-RPC 2.0 message", "data": None},
         }
-    return None
+    return message, None
 
 
 class HciApp:
@@ -128,15 +139,41 @@ class HciApp:
         self._rest = PeerGuard(HostGuard(api, **host_checks), lambda: uids)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            route = mcp_route(scope["path"])
-            if route is not None:
-                session_id, flavor = route
-                scope["path_params"] = {"session_id": session_id} if session_id else {}
-                scope["hci_envs.flavor"] = flavor
-                await self._mcp(scope, receive, send)
-                return
-        await self._rest(scope, receive, send)
+        if scope["type"] not in ("http", "websocket") or scope["path"] == "/health":
+            await self._rest(scope, receive, send)  # the lifespan; health probes are no clients
+            return
+        clients = self.hci.clients
+        clients.begin()
+        try:
+            if scope["type"] == "http":
+                route = mcp_route(scope["path"])
+                if route is not None:
+                    session_id, flavor = route
+                    scope["path_params"] = {"session_id": session_id} if session_id else {}
+                    scope["hci_envs.flavor"] = flavor
+                    await self._mcp(scope, receive, send)
+                    return
+            await self._rest(scope, receive, send)
+        finally:
+            clients.end()
+
+
+async def exit_when_orphaned(server: HciServer, timeout: float) -> None:
+    """End the server (as SIGTERM does) once no client has been here for ``timeout`` seconds: no request in
+    flight, no WebSocket open, no VNC viewer."""
+    import os
+    import signal
+
+    while True:
+        await anyio.sleep(min(timeout / 4, 5.0))
+        viewers = any(s.vnc is not None and s.vnc.viewers for s in server.sessions.sessions())
+        if viewers:
+            server.clients.touch()
+        if server.clients.idle_for() >= timeout:
+            log.warning("no client for %gs (orphan timeout): the server exits", timeout)
+            print(f"hci-envs: no client for {timeout:g}s (--orphan-timeout): exiting", flush=True)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
 
 
 def mcp_route(path: str) -> tuple[str | None, str] | None:
@@ -166,6 +203,8 @@ def create_app(config: ServerConfig) -> HciApp:
             if config.on_ready is not None:
                 config.on_ready(server)
             tg.start_soon(server.sessions.reap_forever)
+            if config.orphan_timeout is not None:
+                tg.start_soon(exit_when_orphaned, server, config.orphan_timeout)
             try:
                 yield
             finally:
@@ -213,6 +252,7 @@ def create_app(config: ServerConfig) -> HciApp:
         }
 
     app.include_router(control.router)
+    app.include_router(openenv_mcp.router)
     if config.mode == "simulation":
         app.include_router(control.simulation_router)
     if config.vnc:

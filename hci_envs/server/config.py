@@ -79,6 +79,9 @@ class ServerConfig:
     max_queued_calls: int = 256
     #: Seconds a client has to send a request's headers (after connecting or after the previous response).
     header_timeout: float = 10.0
+    #: Seconds with no client (no request, no open WebSocket, no VNC viewer) after which the server exits:
+    #: a container whose client died without removing it ends on its own. None: never.
+    orphan_timeout: float | None = None
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1:
@@ -89,6 +92,8 @@ class ServerConfig:
             self.agent_tokens = True
         if self.session_concurrency < 1 or self.max_queued_calls < 1:
             raise ConfigError("session_concurrency and max_queued_calls must be at least 1")
+        if self.orphan_timeout is not None and self.orphan_timeout <= 0:
+            raise ConfigError("orphan_timeout must be positive (or None for never)")
         if self.isolation not in ("auto", "uid", "none"):
             raise ConfigError(f"isolation must be 'auto', 'uid' or 'none', not {self.isolation!r}")
 
@@ -108,11 +113,13 @@ class ServerConfig:
             values["allow_no_isolation"] = True
         if os.environ.get("HCI_ENVS_ISOLATION"):
             values["isolation"] = os.environ["HCI_ENVS_ISOLATION"]
-        try:
-            if os.environ.get("HCI_ENVS_HEADER_TIMEOUT"):
-                values["header_timeout"] = float(os.environ["HCI_ENVS_HEADER_TIMEOUT"])
-        except ValueError:
-            raise ConfigError("HCI_ENVS_HEADER_TIMEOUT must be a number of seconds") from None
+        for variable, key in (("HCI_ENVS_HEADER_TIMEOUT", "header_timeout"),
+                              ("HCI_ENVS_ORPHAN_TIMEOUT", "orphan_timeout")):
+            try:
+                if os.environ.get(variable):
+                    values[key] = float(os.environ[variable])
+            except ValueError:
+                raise ConfigError(f"{variable} must be a number of seconds") from None
         if os.environ.get("HCI_ENVS_MAX_AGENT_PROCESSES", "").isdigit():
             values["max_agent_processes"] = int(os.environ["HCI_ENVS_MAX_AGENT_PROCESSES"])
         values.update({k: v for k, v in overrides.items() if v is not None})

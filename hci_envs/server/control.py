@@ -30,7 +30,8 @@ from ..errors import (
 from ..protocol import EnvState, Observation
 from ..steps import STEP_ACTION_SCHEMA
 from .core import HciServer
-from .deps import CONTROL, bearer, check_control_token, get_server, session_for
+from .deps import CONTROL, bearer, check_control_token, get_server, next_json, session_for
+from .openenv_mcp import tools_jsonrpc
 from .sessions import Session
 
 log = logging.getLogger(__name__)
@@ -204,8 +205,13 @@ async def websocket(ws: WebSocket, server: HciServer = Depends(get_server)) -> N
         await _send_error(ws, exc.message, "UNAUTHORIZED")
         await ws.close(code=1008)
         return
+    # ``?session_id=`` attaches to a session made elsewhere (OpenEnv's MCPToolClient makes one over /mcp and
+    # steps it here); that session outlives the socket. Otherwise the socket gets a session of its own.
+    attach = ws.query_params.get("session_id")
     try:
-        session = await server.sessions.create("ws")
+        session = server.sessions.get(attach) if attach else await server.sessions.create("ws")
+        if attach:
+            await session.ensure_started()
     except HciEnvsError as exc:
         await _send_exception(ws, exc)
         await ws.close(code=1000)
@@ -213,8 +219,9 @@ async def websocket(ws: WebSocket, server: HciServer = Depends(get_server)) -> N
     try:
         await _serve_ws(ws, session)
     finally:
-        with anyio.CancelScope(shield=True):
-            await server.sessions.close(session.id)
+        if not attach:
+            with anyio.CancelScope(shield=True):
+                await server.sessions.close(session.id)
 
 
 async def _send_exception(ws: WebSocket, exc: HciEnvsError) -> None:
@@ -237,14 +244,12 @@ _WS_FIELDS = {"reset": {"type", "data"}, "step": {"type", "data"}, "state": {"ty
 async def _serve_ws(ws: WebSocket, session: Session) -> None:
     env = session.env
     while True:
-        try:
-            raw = await ws.receive_text()
-        except WebSocketDisconnect:
+        received = await next_json(ws)
+        if received is None:
             return
-        try:
-            message = json.loads(raw)
-        except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
-            await _send_error(ws, f"Invalid JSON: {exc}", "INVALID_JSON")
+        message, invalid = received
+        if invalid is not None:
+            await _send_error(ws, f"Invalid JSON: {invalid}", "INVALID_JSON")
             continue
         if not isinstance(message, dict) or not isinstance(message.get("type"), str):
             await _send_error(ws, "a message must be an object with a string 'type'", "VALIDATION_ERROR")
@@ -279,7 +284,7 @@ async def _serve_ws(ws: WebSocket, session: Session) -> None:
             elif kind == "state":
                 reply = {"type": "state", "data": env.state.model_dump()}
             else:  # mcp
-                reply = {"type": "mcp", "data": await _ws_mcp(session, message.get("data"))}
+                reply = {"type": "mcp", "data": await tools_jsonrpc(session, message.get("data"))}
         except HciEnvsError as exc:
             await _send_exception(ws, exc)
             continue
@@ -303,30 +308,3 @@ def _ws_observation(obs: Observation) -> dict[str, Any]:
     if out["metadata"] is None:
         del out["metadata"]
     return out
-
-
-async def _ws_mcp(session: Session, request: Any) -> dict[str, Any]:
-    """JSON-RPC tools/list and tools/call over the WebSocket (OpenEnv's ``{"type": "mcp"}`` frames)."""
-    from ..rendering import error_output, tool_listing, tool_result
-
-    if not isinstance(request, dict) or request.get("jsonrpc") != "2.0" or not isinstance(request.get("method"), str):
-        return {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid request", "data": None}}
-    rid = request.get("id")
-    method = request["method"]
-    params = request.get("params") or {}
-    if not isinstance(params, dict):
-        return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "params must be an object",
-                                                        "data": None}}
-    env = session.env
-    if method == "tools/list":
-        return {"jsonrpc": "2.0", "id": rid, "result": {"tools": tool_listing(env.tools())}}
-    if method == "tools/call":
-        name = params.get("name")
-        if not isinstance(name, str):
-            return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "missing tool name", "data": None}}
-        try:
-            out = await session.run_sync(env.call_tool, name, params.get("arguments") or {}, epoch=env.epoch)
-        except HciEnvsError as exc:
-            out = error_output(exc)
-        return {"jsonrpc": "2.0", "id": rid, "result": tool_result(out)}
-    return {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": f"Method not found: {method}", "data": None}}

@@ -6,6 +6,7 @@ Route modules read it through :func:`hci_envs.server.deps.get_server`; it import
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -18,6 +19,29 @@ from .mcp_bridge import build_mcp_server, session_from_request
 from .sessions import Session, SessionManager
 
 log = logging.getLogger(__name__)
+
+
+class ClientActivity:
+    """Requests and WebSockets in flight, and when the last one ended (for the orphan timeout)."""
+
+    def __init__(self) -> None:
+        self.open = 0
+        self._last = time.monotonic()
+
+    def begin(self) -> None:
+        self.open += 1
+        self._last = time.monotonic()
+
+    def end(self) -> None:
+        self.open -= 1
+        self._last = time.monotonic()
+
+    def touch(self) -> None:
+        self._last = time.monotonic()
+
+    def idle_for(self) -> float:
+        """Seconds since the last client left (0 while one is here)."""
+        return 0.0 if self.open > 0 else time.monotonic() - self._last
 
 
 class HciServer:
@@ -40,6 +64,7 @@ class HciServer:
         self.startup_hooks: list[Callable[[], Awaitable[None]]] = []
         self.shutdown_hooks: list[Callable[[], object]] = []
         self.vnc_port: int | None = None
+        self.clients = ClientActivity()
         #: Per-session services (VNC): ``attach(server, session)`` returns what the session's state reports.
         self.session_services: list[Callable[[HciServer, Session], dict[str, Any]]] = []
         env_class = config.env_class

@@ -4,9 +4,10 @@ route names, and the error response. Route modules import this, never the app th
 from __future__ import annotations
 
 import hmac
+import json
 from typing import TYPE_CHECKING, Any
 
-from fastapi import Depends
+from fastapi import Depends, WebSocket, WebSocketDisconnect
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse
 
@@ -52,6 +53,19 @@ CONTROL = [Depends(require_control)]
 def session_for(server: HciServer, session_id: str | None) -> Session:
     """The session a route names, or the default session."""
     return server.sessions.get(session_id) if session_id else server.sessions.default()
+
+
+async def next_json(ws: WebSocket) -> tuple[Any, Exception | None] | None:
+    """The next text frame as JSON: ``(message, None)``, ``(None, why it is not JSON)``, or None once the
+    peer has gone. Nesting deeper than the parser goes is a parse error, not a crash."""
+    try:
+        raw = await ws.receive_text()
+    except WebSocketDisconnect:
+        return None
+    try:
+        return json.loads(raw), None
+    except (ValueError, RecursionError) as exc:
+        return None, exc
 
 
 def error_response(exc: HciEnvsError) -> JSONResponse:

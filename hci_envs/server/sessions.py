@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import anyio
 
-from ..errors import AuthError, CapacityError, SessionNotFoundError, TooManyCallsError
+from ..errors import AuthError, CapacityError, SessionNotFoundError, StorageError, TooManyCallsError
 from .config import new_token
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,10 @@ class Session:
         queue."""
         if self._control_limiter is None:
             self._control_limiter = anyio.CapacityLimiter(2)
-        return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self._control_limiter)
+        try:
+            return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self._control_limiter)
+        except OSError as exc:  # a full disk is the caller's to hear about, as a typed error
+            raise StorageError.translate(exc, f"running {getattr(fn, '__name__', 'a control call')}") or exc from exc
 
     async def ensure_started(self) -> None:
         """Bring up the desktop of a session created without one (a lazy default session) on first use."""
@@ -142,7 +145,10 @@ class SessionManager:
             self._starting += 1
         env = None
         try:
-            env = await anyio.to_thread.run_sync(self._factory)
+            try:
+                env = await anyio.to_thread.run_sync(self._factory)
+            except OSError as exc:
+                raise StorageError.translate(exc, "making a session") or exc from exc
             session_id = "default" if kind == "default" else uuid.uuid4().hex[:12]
             token = None
             if self._agent_tokens:
