@@ -92,7 +92,7 @@ class EnvironmentTools(Trait):
 
         check_code_action(code)
         with self._lock:  # type: ignore[attr-defined]
-            self._require_running()  # type: ignore[attr-defined]
+            self.episode.require_running()  # type: ignore[attr-defined]
             runner = self._code_runner or self._start_code_runner()
             tools = self.code_tools()
 

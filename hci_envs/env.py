@@ -220,9 +220,6 @@ class DesktopEnvironment(EnvironmentTools):
                 self.episode.truncate(str(exc))
                 raise
 
-    def _require_running(self) -> None:
-        self.episode.require_running()
-
     # -- control plane ---------------------------------------------------------------------------------
     def start(self) -> Observation:
         """Bring the desktop up for the first time (allowed in production mode too)."""

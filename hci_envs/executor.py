@@ -114,11 +114,15 @@ class Executor:
         # allows a hit; otherwise the count read before the capture is a safe (never too high) stamp for it.
         events = self.desktop.events
         cached = self._frame_cache
+
+        def hit(generation: int | None) -> bool:
+            return generation is not None and cached is not None and cached[0] == params and cached[1] == generation
+
         generation = None if a.cursor or not events.has_damage else events.damage_count
-        if generation is not None and cached is not None and cached[0] == params and cached[1] == generation:
+        if hit(generation):
             generation = events.damage_generation()
-        if generation is not None and cached is not None and cached[0] == params and cached[1] == generation:
-            image = cached[2]
+        if hit(generation):
+            image = cached[2]  # type: ignore[index]
         else:
             image = self.desktop.screen.capture(
                 region=region, scale=a.scale, max_side=a.max_side, fmt=a.format, quality=a.quality,

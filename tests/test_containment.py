@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from helpers import McpClient, ServerProcess, alive, text_of
+from helpers import McpClient, ServerProcess, alive, text_of, wait_until
 
 import hci_envs
 
@@ -94,15 +94,6 @@ def account_pids(uid: int) -> list[int]:
             if real == uid and state not in "ZX":
                 pids.append(int(entry))
     return pids
-
-
-def wait_until(predicate: Any, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 # -- privilege separation --------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import McpClient, image_of, text_of
+from helpers import McpClient, image_of, text_of, wait_until
 
 UNICODE = "héllo wörld ✓ 你好 @#$%^&*()"
 
@@ -248,8 +248,6 @@ TEXTAREA = ("data:text/html;charset=utf-8,<title>empty</title><textarea autofocu
 def test_paste_arrives_in_a_terminal_a_gtk_editor_and_a_browser(x11, app):
     """'paste' (and 'auto' for text the keyboard cannot hold) reaches xterm, a GTK app and chromium (the Tk
     app is covered above): shift+Insert, with the text offered on CLIPBOARD and PRIMARY."""
-    import time
-
     from conftest import need_programs
     from traits import WorkstationEnv
 
@@ -262,14 +260,6 @@ def test_paste_arrives_in_a_terminal_a_gtk_editor_and_a_browser(x11, app):
     }
     env = WorkstationEnv(start_state={"apps": [{"command": commands[app], "timeout": 90}]})
 
-    def until(predicate, timeout=20.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return True
-            time.sleep(0.1)
-        return predicate()
-
     def title() -> str:
         windows = env.desktop.windows()
         return env.desktop.input.window_title(windows[-1]) if windows else ""
@@ -277,7 +267,7 @@ def test_paste_arrives_in_a_terminal_a_gtk_editor_and_a_browser(x11, app):
     try:
         env.reset()
         if app == "chromium":
-            assert until(lambda: title().startswith("empty"), 60), title()
+            assert wait_until(lambda: title().startswith("empty"), 60), title()
             env.step([{"type": "click", "x": 640, "y": 400}, {"type": "wait", "ms": 500}])  # the page takes focus
         first = "pasted ✓ 日本 ünïcödé\n" if app == "xterm" else "pasted ✓ 日本 ünïcödé "
         obs = env.step({"type": "type_text", "text": first, "mode": "paste"})
@@ -287,13 +277,13 @@ def test_paste_arrives_in_a_terminal_a_gtk_editor_and_a_browser(x11, app):
         expected = first + MANY + ("\n" if app == "xterm" else "")
         if app == "xterm":
             saved = env.home / "pasted.txt"
-            assert until(lambda: saved.exists() and saved.read_text() == expected), saved.read_text()
+            assert wait_until(lambda: saved.exists() and saved.read_text() == expected, 20), saved.read_text()
         elif app == "mousepad":
             env.step([{"type": "key", "keys": "ctrl+s"}, {"type": "wait", "ms": 500}])
             saved = env.home / "note.txt"
-            assert until(lambda: saved.exists() and saved.read_text().rstrip("\n") == expected), saved.read_text()
+            assert wait_until(lambda: saved.exists() and saved.read_text().rstrip("\n") == expected, 20), saved.read_text()
         else:
             want = f"got:{len(expected)}:{expected[-12:]}"
-            assert until(lambda: title().startswith(want)), (title(), want)
+            assert wait_until(lambda: title().startswith(want), 20), (title(), want)
     finally:
         env.close()

@@ -112,19 +112,6 @@ class FakeDesktop(Desktop):
         apps = {f"{i}:{app.label}": self._failure is None for i, app in enumerate(self._windows)}
         return DesktopHealth(self._failure is None, self.display, self._failure, apps)
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self.account is not None:
-            self.account.kill_all()
-        self.processes.close()
-        import shutil
-
-        if self.account is not None:
-            shutil.rmtree(self.agent_runtime, ignore_errors=True)
-        shutil.rmtree(self._runtime, ignore_errors=True)
-
     # -- what input does to the fake screen ------------------------------------------------------------
     def _check(self) -> None:
         if self._failure is not None or self._closed:
