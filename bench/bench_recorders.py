@@ -47,8 +47,8 @@ def main() -> None:
     print("tap cost per event, in-process (raw write + flush + reducer)")
     from hci_envs.vnc.rfb import ClientMessage
 
-    from recorders.recorder import Recorder
-    from traits import DesktopEnv
+    from hci_envs.recorders.recorder import Recorder
+    from hci_envs.traits import DesktopEnv
 
     class Taps:
         taps: list = []
@@ -80,7 +80,7 @@ def main() -> None:
             path = httpx.post(server.base_url + "/recording", json={"command": "start"}).json()["path"]
             achieved = flood(state, count, rate)
             httpx.post(server.base_url + "/recording", json={"command": "stop"}, timeout=60)
-            from recorders import load_episode
+            from hci_envs.recorders import load_episode
 
             recorded = len(load_episode(path).raw)
             report.value(f"{rate}/s asked: achieved, recorded/sent",
@@ -106,11 +106,11 @@ def main() -> None:
         client.close()
         httpx.post(server.base_url + "/recording", json={"command": "stop"}, timeout=60)
 
-    from recorders import replay_episode
+    from hci_envs.recorders import replay_episode
 
     replay_probe = Probe(tmp / "replay")
     (tmp / "replay").mkdir()
-    from recorders import load_episode
+    from hci_envs.recorders import load_episode
 
     start_state = dict(load_episode(path).meta["start_state"])
     start_state["apps"] = [replay_probe.app()]

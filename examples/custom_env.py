@@ -18,7 +18,7 @@ from pydantic import Field
 
 from hci_envs import AppState, DesktopEnvironment, HciEnvClient, StartState, ToolOutput, tool
 from hci_envs.checks import check_env
-from traits import BashAccess, HumanComputerInterfaceable, PythonAccess
+from hci_envs.traits import BashAccess, HumanComputerInterfaceable, PythonAccess
 
 
 class NotesEnv(HumanComputerInterfaceable, BashAccess, PythonAccess, DesktopEnvironment):

@@ -18,7 +18,7 @@ import time
 import httpx
 
 from hci_envs import HciEnvClient
-from recorders import load_episode, replay_episode
+from hci_envs.recorders import load_episode, replay_episode
 
 DEMO_TEXT = "echo hello from a human"
 

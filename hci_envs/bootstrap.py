@@ -139,10 +139,7 @@ def ensure_openenv() -> Path:
 
 def build_images(python: Path) -> None:
     """The Docker images the tests run against (cached by the daemon between runs)."""
-    images_cli = ROOT / "images" / "build.py"
-    if not images_cli.exists():
-        return
-    run([str(python), str(images_cli), "--for-tests"])
+    run([str(python), "-m", "hci_envs.cli", "image", "build", "--for-tests"])
 
 
 def ensure_agent_accounts(count: int = AGENT_ACCOUNTS) -> None:

@@ -71,8 +71,13 @@ def serve(args: argparse.Namespace) -> int:
         env_kwargs["start_state"] = state
     if args.desktop != "xvfb":
         env_kwargs["desktop"] = args.desktop
+    observation: dict[str, Any] = {}
     if args.observation_format:
-        env_kwargs["observation"] = {"format": None if args.observation_format == "none" else args.observation_format}
+        observation["format"] = None if args.observation_format == "none" else args.observation_format
+    if args.settle is not None:
+        observation["settle"] = args.settle
+    if observation:
+        env_kwargs["observation"] = observation
     control_token, agent_token = _secret_options(args)
     sock = _bind(args.host, args.port)
     port = sock.getsockname()[1]
@@ -112,6 +117,13 @@ def serve(args: argparse.Namespace) -> int:
     )
     server.run(sockets=[sock])
     return 0 if server.started else 1
+
+
+def _env_flag(name: str) -> bool | None:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return None
+    return value.strip().lower() not in ("0", "false", "no", "off")
 
 
 @command("image")
@@ -228,6 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--observation-format", choices=("png", "jpeg", "webp", "none"),
                    default=os.environ.get("HCI_ENVS_OBSERVATION_FORMAT"),
                    help="screenshot format in step observations")
+    p.add_argument("--settle", action=argparse.BooleanOptionalAction, default=_env_flag("HCI_ENVS_SETTLE"),
+                   help="a step's observation waits until the screen shows the action's effect (default: on; "
+                        "or HCI_ENVS_SETTLE=0/1)")
     p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
     p.add_argument("--exit-with-stdin", action="store_true", help=argparse.SUPPRESS)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -351,6 +352,7 @@ class DesktopEnvironment(EnvironmentTools):
             texts: list[str] = []
             reply = Observation()
             injected = False
+            since = time.monotonic()
             for item in parsed:
                 try:
                     out = self._run_item(item, reply)
@@ -365,7 +367,8 @@ class DesktopEnvironment(EnvironmentTools):
                 reply.data = out.data
                 reply.images.extend(image_data(img) for img in out.images)
                 injected = injected or not isinstance(item, ListToolsAction)
-            obs = self._observe(text="\n".join(t for t in texts if t), settle=self.observation_spec.settle and injected)
+            settle_since = since if self.observation_spec.settle and injected else None
+            obs = self._observe(text="\n".join(t for t in texts if t), settle_since=settle_since)
             if obs.truncated:
                 return obs
             obs.data, obs.images, obs.error = reply.data, reply.images, reply.error
@@ -420,13 +423,14 @@ class DesktopEnvironment(EnvironmentTools):
             return out
         raise InvalidActionError(f"unsupported step item {type(item).__name__}")
 
-    def _observe(self, text: str = "", settle: bool = False) -> Observation:
+    def _observe(self, text: str = "", settle_since: float | None = None) -> Observation:
+        """The observation; with ``settle_since``, once the screen shows the effect of what ran after it."""
         spec = self.observation_spec
         shot = None
         if spec.format is not None and self.desktop is not None:
             try:
-                if settle:
-                    self.desktop.events.wait_settled()
+                if settle_since is not None:
+                    self.executor.settle(settle_since)
                 result = self.executor.run(Screenshot(format=spec.format, quality=spec.quality, max_side=spec.max_side))
                 shot = image_data(result.image)
             except DesktopError as exc:

@@ -23,8 +23,11 @@ PASTE_SELECTIONS = ("CLIPBOARD", "PRIMARY")
 #: The keys that paste in xterm, GTK, Qt, Tk and chromium alike.
 DEFAULT_PASTE_KEYS = "shift+Insert"
 
-#: Default quiet period and time limit of "wait until the screen has settled".
+#: "The screen has settled" after an action: it changed (the action's effect, waited for up to SETTLE_EFFECT
+#: seconds; an action may have none) and then stayed still, its background aside, for SETTLE_QUIET seconds,
+#: all within SETTLE_TIMEOUT. See DesktopEvents.wait_settled.
 SETTLE_QUIET = 0.05
+SETTLE_EFFECT = 0.3
 SETTLE_TIMEOUT = 2.0
 
 
@@ -96,14 +99,20 @@ class Executor:
             if reason:
                 raise HumanControlError(reason)
         start = time.perf_counter()
+        since = time.monotonic()
         with self._lock:
             result = self._handlers[checked.type](checked)
             if settle and checked.injects_input:
-                result.settled = self.desktop.events.wait_settled(self.settle_quiet, self.settle_timeout)
+                result.settled = self.settle(since)
         result.elapsed_ms = (time.perf_counter() - start) * 1000
         for observer in list(self.observers):
             observer(checked, result)
         return result
+
+    def settle(self, since: float) -> bool:
+        """Wait until the screen shows the effect of input sent after ``since`` (time.monotonic())."""
+        return self.desktop.events.wait_settled(self.settle_quiet, self.settle_timeout, since=since,
+                                                effect=SETTLE_EFFECT)
 
     # -- observation ---------------------------------------------------------------------------------
     def _do_screenshot(self, a: A.Screenshot) -> ActionResult:

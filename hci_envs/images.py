@@ -30,9 +30,16 @@ from typing import Any
 
 from .errors import ConfigError, MissingDependencyError, ProviderError, require
 
-ROOT = Path(__file__).resolve().parent.parent
-IMAGES = ROOT / "images"
-BUILD = IMAGES / ".build"
+from . import image_contexts
+
+#: The images' build contexts (the repository's images/ folder, installed as hci_envs.image_contexts).
+IMAGES = Path(image_contexts.__file__).resolve().parent
+#: The repository, when hci-envs runs from a checkout (editable install); None when it runs from a wheel.
+CHECKOUT: Path | None = IMAGES.parent if (IMAGES.parent / "pyproject.toml").is_file() else None
+#: Build contexts and the wheelhouse: the checkout's images/.build (private to its owner, see bootstrap), or,
+#: from a wheel, a folder under the user's cache made private to them (the wheels hold the tasks' answers).
+BUILD = (CHECKOUT / "images" / ".build" if CHECKOUT
+         else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hci-envs" / "image-build")
 
 BASE_OS = "hci-envs/base-os:bookworm"
 PUBLIC_BASE = "debian:bookworm-slim"
@@ -203,27 +210,31 @@ IMAGE_PYTHON = (3, 11)
 
 
 def build_wheelhouse(dest: Path | None = None, *, extras: str = "server", progress: Progress = _say) -> Path:
-    """Wheels of hci-envs and every dependency. The dependencies are fetched once per pyproject.toml (the
-    only step that needs a package index); a change of hci-envs' own files rebuilds only its own wheel."""
+    """Wheels of hci-envs and every dependency. The dependencies are fetched once per set of requirements
+    (the only step that needs a package index); a change of hci-envs' own files rebuilds only its own wheel.
+    From a checkout hci-envs' wheel is built from the source; from an installed wheel it is packed again
+    from the installed files."""
     if sys.version_info[:2] != IMAGE_PYTHON:
         raise ConfigError(
             f"the images run Python {IMAGE_PYTHON[0]}.{IMAGE_PYTHON[1]} (Debian bookworm) and their wheels must match; "
             f"run the build with a Python {IMAGE_PYTHON[0]}.{IMAGE_PYTHON[1]} (this is {sys.version.split()[0]})"
         )
     dest = dest or BUILD / "wheels"
-    deps_key = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()
+    deps_key = hashlib.sha256(_requirements_text().encode() + extras.encode()
                               + f"{sys.version_info[:2]}-{os.uname().machine}".encode()).hexdigest()
-    own_key = _source_digest().hex()
+    own_key = _own_digest().hex()
     deps_stamp, own_stamp = dest / ".stamp", dest / ".own-stamp"
     if not (deps_stamp.exists() and deps_stamp.read_text() == deps_key):
         # Built aside and swapped in: a failed fetch leaves the previous wheelhouse intact.
         fresh = dest.with_name(dest.name + ".partial")
         shutil.rmtree(fresh, ignore_errors=True)
+        build_dir()
         fresh.mkdir(parents=True)
         progress(f"building the wheelhouse in {dest} (pip wheel; needs an index once, never at image build)")
+        own = _build_own_wheel(fresh, progress)
         # The build requirements too, so hci-envs' own wheel can be rebuilt later without an index.
         _run([sys.executable, "-m", "pip", "wheel", "--progress-bar", "off", "--wheel-dir", str(fresh),
-              f"{ROOT}[{extras}]", *_build_requirements()], progress, every=20)
+              "--find-links", str(fresh), f"{own}[{extras}]", *_build_requirements()], progress, every=20)
         (fresh / ".stamp").write_text(deps_key)
         (fresh / ".own-stamp").write_text(own_key)
         shutil.rmtree(dest, ignore_errors=True)
@@ -232,29 +243,92 @@ def build_wheelhouse(dest: Path | None = None, *, extras: str = "server", progre
         progress("hci-envs changed: rebuilding its own wheel (no index needed)")
         for old in dest.glob("hci_envs-*.whl"):
             old.unlink()
-        _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index", "--find-links", str(dest),
-              "--wheel-dir", str(dest), str(ROOT)], progress, every=20)
+        _build_own_wheel(dest, progress, offline=True)
         own_stamp.write_text(own_key)
     else:
         progress(f"wheelhouse {dest} is up to date")
     return dest
 
 
+def build_dir() -> Path:
+    """BUILD, made private to its owner: the wheelhouse and the contexts hold hci-envs' wheel, and with it
+    the built-in tasks' answers, which agent accounts must not read."""
+    BUILD.mkdir(parents=True, exist_ok=True)
+    if BUILD.stat().st_uid == os.geteuid():
+        BUILD.chmod(0o700)
+    return BUILD
+
+
+def _build_own_wheel(dest: Path, progress: Progress, *, offline: bool = False) -> Path:
+    """hci-envs' own wheel into ``dest``: built from the checkout (``offline``: with the build requirements
+    the wheelhouse already holds), or packed again from the installation."""
+    if CHECKOUT is None:
+        return _repack_installed(dest)
+    index = ["--no-index", "--find-links", str(dest)] if offline else []
+    _run([sys.executable, "-m", "pip", "wheel", "--progress-bar", "off", "--no-deps", *index,
+          "--wheel-dir", str(dest), str(CHECKOUT)], progress, every=20)
+    return next(dest.glob("hci_envs-*.whl"))
+
+
+def _requirements_text() -> str:
+    if CHECKOUT is not None:
+        return (CHECKOUT / "pyproject.toml").read_text()
+    from importlib.metadata import distribution
+
+    return "\n".join(distribution("hci-envs").requires or [])
+
+
 def _build_requirements() -> list[str]:
+    if CHECKOUT is None:
+        return []  # the repacked wheel needs no build
     import tomllib
 
-    return list(tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"])
+    return list(tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["build-system"]["requires"])
 
 
-def _source_digest() -> bytes:
+def _own_digest() -> bytes:
     """Every file that goes into hci-envs' wheel (code and data), and the metadata that builds it."""
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes())
-    for package in ("hci_envs", "traits", "recorders"):
-        for path in sorted((ROOT / package).rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                digest.update(path.relative_to(ROOT).as_posix().encode())
+    if CHECKOUT is None:
+        from importlib.metadata import distribution
+
+        return hashlib.sha256((distribution("hci-envs").read_text("RECORD") or "").encode()).digest()
+    digest = hashlib.sha256((CHECKOUT / "pyproject.toml").read_bytes())
+    for package in ("hci_envs", "traits", "recorders", "images"):
+        for path in sorted((CHECKOUT / package).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and ".build" not in path.parts:
+                digest.update(path.relative_to(CHECKOUT).as_posix().encode())
                 digest.update(path.read_bytes())
     return digest.digest()
+
+
+#: Files an installer adds to a distribution's metadata, which a wheel does not carry.
+_INSTALLER_FILES = {"INSTALLER", "REQUESTED", "direct_url.json", "RECORD"}
+
+
+def _repack_installed(dest: Path) -> Path:
+    """A wheel of the installed hci-envs, from its files as RECORD lists them (scripts are left out: the
+    installer makes them again from the entry points)."""
+    import base64
+    import zipfile
+    from importlib.metadata import distribution
+
+    dist = distribution("hci-envs")
+    files = [f for f in dist.files or [] if ".." not in f.parts and f.suffix != ".pyc"
+             and not (f.parts[0].endswith(".dist-info") and f.name in _INSTALLER_FILES)]
+    info = next((f.parts[0] for f in files if f.parts[0].endswith(".dist-info")), None)
+    if info is None or not any(f.parts[0] == "hci_envs" for f in files):
+        raise ConfigError("hci-envs' installed files are not listed (RECORD); reinstall it with pip")
+    wheel = dest / f"hci_envs-{dist.version}-py3-none-any.whl"
+    record = []
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        for f in files:
+            data = Path(dist.locate_file(f)).read_bytes()
+            zf.writestr(f.as_posix(), data)
+            sha = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record.append(f"{f.as_posix()},sha256={sha},{len(data)}")
+        record.append(f"{info}/RECORD,,")
+        zf.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+    return wheel
 
 
 # -- images ----------------------------------------------------------------------------------------------------
@@ -291,7 +365,7 @@ def build_base(*, base: str = BASE_OS, tag: str = BASE, offline: bool = True, mi
     if offline and base == BASE_OS and not image_exists(client, BASE_OS):
         build_base_os(mirror=mirror, progress=progress)
     wheels = build_wheelhouse(progress=progress)
-    context = BUILD / "base"
+    context = build_dir() / "base"
     if context.exists():
         shutil.rmtree(context)
     shutil.copytree(IMAGES / "base", context)
@@ -305,7 +379,7 @@ def build_base(*, base: str = BASE_OS, tag: str = BASE, offline: bool = True, mi
 def build_dockerfile_dir(directory: Path, tag: str, *, files: dict[str, Path] | None = None,
                          base: str = BASE, progress: Progress = _say) -> str:
     """Build an image from a folder of images/ (with extra ``files`` copied into its context)."""
-    context = BUILD / directory.name
+    context = build_dir() / directory.name
     if context.exists():
         shutil.rmtree(context)
     shutil.copytree(directory, context)
@@ -349,7 +423,7 @@ def build_env_image(env_spec: str, tag: str | None = None, *, base: str = BASE, 
             module_file = source
             env_spec = f"{Path(source).name}:{env_class.__name__}"
     name = tag or f"hci-envs/{env_class.__name__.lower()}:latest"
-    context = BUILD / f"env-{env_class.__name__.lower()}"
+    context = build_dir() / f"env-{env_class.__name__.lower()}"
     if context.exists():
         shutil.rmtree(context)
     context.mkdir(parents=True)
@@ -362,11 +436,11 @@ def build_env_image(env_spec: str, tag: str | None = None, *, base: str = BASE, 
 
 def _inside_project(path: str) -> bool:
     """Code of hci-envs itself (installed in every image) need not be copied into one."""
-    try:
-        Path(path).resolve().relative_to(ROOT)
-        return True
-    except ValueError:
-        return False
+    from importlib.util import find_spec
+
+    specs = [find_spec(name) for name in (__package__, f"{__package__}.traits", f"{__package__}.recorders")]
+    roots = [Path(location).resolve() for spec in specs if spec for location in spec.submodule_search_locations or []]
+    return any(Path(path).resolve().is_relative_to(root) for root in roots)
 
 
 def build_all(*, for_tests: bool = False, offline: bool = True, mirror: str = DEFAULT_MIRROR,
@@ -380,9 +454,11 @@ def build_all(*, for_tests: bool = False, offline: bool = True, mirror: str = DE
     built["hci-envs/editor:latest"] = build_dockerfile_dir(IMAGES / "editor", "hci-envs/editor:latest",
                                                            progress=progress)
     if for_tests:
+        if CHECKOUT is None:
+            raise ConfigError("the test suite's image is built from a checkout of hci-envs (it needs tests/)")
         built["hci-envs-test/probe:latest"] = build_dockerfile_dir(
             IMAGES / "testing", "hci-envs-test/probe:latest",
-            files={"tk_probe.py": ROOT / "tests" / "apps" / "tk_probe.py"}, progress=progress,
+            files={"tk_probe.py": CHECKOUT / "tests" / "apps" / "tk_probe.py"}, progress=progress,
         )
     progress(f"images ready in {time.monotonic() - started:.0f}s: {', '.join(built)}")
     return built

@@ -56,7 +56,9 @@ class ObservationSpec(BaseModel):
     format: ImageFormat | None = "png"
     quality: int | None = Field(None, ge=1, le=100)
     max_side: int | None = Field(None, ge=16, le=16384)
-    settle: bool = Field(False, description="Wait for the screen to settle after input before the screenshot.")
+    settle: bool = Field(True, description=(
+        "Take the screenshot once the screen shows the input's effect: it changed, then stayed still (its "
+        "background aside: carets, clocks, animations) for a moment. Off: right after the X server took the input."))
 
 
 class ImageData(BaseModel):

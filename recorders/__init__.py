@@ -1,6 +1,6 @@
 """Human demonstrations: the VNC tap, the event-to-action reducer, the episode store, replay and export.
 
-    from recorders import Recorder, load_episode, replay_episode, reduce_events
+    from hci_envs.recorders import Recorder, load_episode, replay_episode, reduce_events
 """
 
 from .recorder import Recorder

@@ -65,7 +65,7 @@ def probe(tmp_path: Path) -> Probe:
 @pytest.fixture
 def probe_env(x11: None, tmp_path: Path) -> Iterator[tuple[object, Probe]]:
     """A started DesktopEnv running the Tk probe app."""
-    from traits import DesktopEnv
+    from hci_envs.traits import DesktopEnv
 
     probe = Probe(tmp_path)
     env = DesktopEnv(start_state={"apps": [probe.app()]})

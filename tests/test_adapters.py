@@ -18,7 +18,7 @@ from hci_envs.errors import InvalidActionError
 def desk(x11, tmp_path_factory):
     from helpers import Probe
 
-    from traits import DesktopEnv
+    from hci_envs.traits import DesktopEnv
 
     probe = Probe(tmp_path_factory.mktemp("adapters"))
     env = DesktopEnv(start_state={"apps": [probe.app()]})

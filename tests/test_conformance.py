@@ -11,7 +11,7 @@ from importlib import metadata
 import pytest
 
 from hci_envs.checks import check_env
-from traits.testing import conformance_classes
+from hci_envs.traits.testing import conformance_classes
 
 SHIPPED = {ep.name: ep.load() for ep in metadata.entry_points(group="hci_envs.environments")}
 

@@ -697,7 +697,7 @@ def test_real_apps_run_as_the_agent_and_take_input(x11, app):
     """A GTK editor, a browser, an office suite and an app that never stops drawing start as the session's
     account, get the agent's input, and are gone with the session."""
     from conftest import need_programs
-    from traits import WorkstationEnv
+    from hci_envs.traits import WorkstationEnv
 
     from helpers import ANIMATE
 

@@ -251,7 +251,7 @@ def test_loopback_server_refuses_foreign_hosts_and_origins(fake_server):
 # -- faults ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("victim", ["Xvfb", "app"])
 def test_desktop_failure_truncates_and_reset_recovers(x11, tmp_path, victim):
-    from traits import DesktopEnv
+    from hci_envs.traits import DesktopEnv
 
     probe = Probe(tmp_path)
     with DesktopEnv(start_state={"apps": [probe.app()]}) as env:
@@ -306,7 +306,7 @@ def test_bad_snapshot_names_are_typed_errors(fake_server, name):
 
 
 def test_snapshots_skip_pipes_keep_sparse_files_sparse_and_refuse_oversize():
-    from traits import DesktopEnv
+    from hci_envs.traits import DesktopEnv
 
     from hci_envs.homes import SnapshotError
 
@@ -335,7 +335,7 @@ def test_snapshots_skip_pipes_keep_sparse_files_sparse_and_refuse_oversize():
 
 
 def test_home_template_and_snapshots(tmp_path):
-    from traits import DesktopEnv
+    from hci_envs.traits import DesktopEnv
 
     template = tmp_path / "template"
     (template / "docs").mkdir(parents=True)

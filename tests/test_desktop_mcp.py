@@ -249,7 +249,7 @@ def test_paste_arrives_in_a_terminal_a_gtk_editor_and_a_browser(x11, app):
     """'paste' (and 'auto' for text the keyboard cannot hold) reaches xterm, a GTK app and chromium (the Tk
     app is covered above): shift+Insert, with the text offered on CLIPBOARD and PRIMARY."""
     from conftest import need_programs
-    from traits import WorkstationEnv
+    from hci_envs.traits import WorkstationEnv
 
     need_programs(app)
     commands = {

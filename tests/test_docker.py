@@ -282,7 +282,7 @@ def test_openenv_from_docker_image_works_with_our_image(docker_client):
 
 def test_image_derived_from_an_environments_traits(docker_client):
     from hci_envs.images import build_env_image, derived_dockerfile
-    from traits import WorkstationEnv
+    from hci_envs.traits import WorkstationEnv
 
     dockerfile = derived_dockerfile("workstation", WorkstationEnv)
     assert "HCI_ENVS_ENV=workstation" in dockerfile

@@ -137,7 +137,7 @@ def test_schema_and_step_agree_on_every_step_item(fake_server):
 
 # -- MCP: the one renderer, arguments validated once, unknown arguments refused ---------------------------------
 def test_mcp_refuses_unknown_arguments_and_lists_the_registrys_schemas(fake_server):
-    from traits import WorkstationEnv
+    from hci_envs.traits import WorkstationEnv
 
     with fake_server.http() as http:
         assert http.post("/reset", json={}).status_code == 200
@@ -162,7 +162,7 @@ def test_mcp_refuses_unknown_arguments_and_lists_the_registrys_schemas(fake_serv
 def test_action_tools_validate_their_arguments_once(monkeypatch):
     """An action tool's arguments become the action model once: neither the model built from the tool's
     parameters nor the executor's parse of a dict runs on that path (the executor only checks the screen)."""
-    from traits import WorkstationEnv
+    from hci_envs.traits import WorkstationEnv
 
     from hci_envs.actions import models
 
@@ -316,16 +316,16 @@ def test_the_light_client_imports_no_server():
 def test_one_environment_loader_serves_every_caller():
     from hci_envs.errors import ConfigError
     from hci_envs.plugins import load_env_class
-    from traits import WorkstationEnv
+    from hci_envs.traits import WorkstationEnv
 
     assert load_env_class("workstation") is WorkstationEnv
-    assert load_env_class("traits:WorkstationEnv") is WorkstationEnv
+    assert load_env_class("hci_envs.traits:WorkstationEnv") is WorkstationEnv
     with pytest.raises(ConfigError, match="no environment named 'nope'; installed: .*workstation"):
         load_env_class("nope")
     with pytest.raises(ConfigError, match="has no attribute"):
-        load_env_class("traits:Nope")
+        load_env_class("hci_envs.traits:Nope")
     with pytest.raises(ConfigError, match="is not a class"):
-        load_env_class("traits:__name__")
+        load_env_class("hci_envs.traits:__name__")
     for module in ("hci_envs/cli.py", "hci_envs/images.py", "recorders/replay.py", "hci_envs/tasks/world.py"):
         source = ROOT.joinpath(module).read_text()
         assert "def load_env_class" not in source and "entry_points(" not in source, module
@@ -333,7 +333,7 @@ def test_one_environment_loader_serves_every_caller():
 
 # -- the fake desktop ------------------------------------------------------------------------------------------
 def test_the_fake_desktop_keeps_the_environment_contract():
-    from traits import WorkstationEnv
+    from hci_envs.traits import WorkstationEnv
 
     with WorkstationEnv(desktop="fake", start_state={"width": 640, "height": 480}) as env:
         first = env.reset()

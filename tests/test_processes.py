@@ -71,7 +71,7 @@ def test_desktop_close_leaves_no_process(x11, tmp_path):
 
 
 def test_a_dead_window_manager_truncates_the_episode_and_reset_recovers(x11):
-    from traits import DesktopEnv
+    from hci_envs.traits import DesktopEnv
 
     with DesktopEnv(start_state={"apps": [{"command": ["xterm"]}]}) as env:
         env.reset()

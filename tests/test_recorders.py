@@ -12,7 +12,7 @@ from conftest import need_programs
 from helpers import McpClient, Probe, ServerProcess
 from rfb_client import RfbClient
 
-from recorders import EpisodeFormatError, load_episode, replay_episode
+from hci_envs.recorders import EpisodeFormatError, load_episode, replay_episode
 
 SHIFT, CTRL = 0xFFE1, 0xFFE3
 
@@ -313,7 +313,7 @@ def test_malformed_episodes_are_named_by_file_and_line(rec, tmp_path):
 
 
 def test_export_to_parquet_and_back(rec, tmp_path):
-    from recorders.export import export_episodes, import_episodes
+    from hci_envs.recorders.export import export_episodes, import_episodes
 
     server, probe, state = rec
     recording(server, "start", name="exported")

@@ -51,7 +51,7 @@ def test_a_random_agent_almost_never_succeeds(world):
 
 
 def test_episodes_of_a_run_are_recorded(world, tmp_path):
-    from recorders import load_episode
+    from hci_envs.recorders import load_episode
 
     recorded = World([world.task("form-contact")], env=world.env, record_dir=tmp_path)
     report = recorded.run(OracleAgent(), progress=False)
@@ -211,7 +211,7 @@ def test_a_task_file_readable_by_agents_is_called_out(tmp_path, capsys):
 
 
 def test_a_huge_sparse_file_fails_its_check_instead_of_filling_the_servers_memory(x11):
-    from traits import WorkstationEnv
+    from hci_envs.traits import WorkstationEnv
 
     from hci_envs.tasks.scoring import score
     from hci_envs.tasks.spec import parse_task

@@ -11,7 +11,7 @@ from hci_envs import DesktopEnvironment, ToolOutput, Trait, tool
 from hci_envs.checks import EnvCheckError, check_env
 from hci_envs.errors import InvalidActionError
 from hci_envs.tools import DuplicateToolError
-from traits import BashAccess, HumanComputerInterfaceable, WorkstationEnv
+from hci_envs.traits import BashAccess, HumanComputerInterfaceable, WorkstationEnv
 
 CUSTOM = "tests/envs/custom_env.py:CustomEnv"
 

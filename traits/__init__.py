@@ -1,7 +1,7 @@
 """Capability mixins that environments are composed from.
 
     from hci_envs import DesktopEnvironment
-    from traits import BashAccess, HumanComputerInterfaceable, PythonAccess
+    from hci_envs.traits import BashAccess, HumanComputerInterfaceable, PythonAccess
 
     class MyEnv(HumanComputerInterfaceable, BashAccess, PythonAccess, DesktopEnvironment): ...
 """

@@ -1,6 +1,6 @@
 """Conformance tests per trait, as mixins for pytest (in the manner of dm_env's EnvironmentTestMixin).
 
-    from traits.testing import BashAccessConformance
+    from hci_envs.traits.testing import BashAccessConformance
 
     class TestMyEnvBash(BashAccessConformance):
         env_class = MyEnv

@@ -13,6 +13,7 @@ import queue
 import select
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,15 @@ from Xlib.protocol import event as xevent, request
 from ..errors import ActionTimeoutError, DesktopDiedError
 
 log = logging.getLogger(__name__)
+
+#: The screen's background: what keeps changing on a screen that nobody touches (a spinner, an animation, a
+#: video) must not keep it from settling. A change is background when it falls only in cells of a grid of
+#: BACKGROUND_CELL pixels that changed BACKGROUND_REPEATS times in the last BACKGROUND_WINDOW seconds (a
+#: page that paints in stages changes a cell fewer times). A caret that blinks or a clock that ticks need no
+#: such rule: they are still for longer than the quiet period between changes.
+BACKGROUND_WINDOW = 1.5
+BACKGROUND_REPEATS = 4
+BACKGROUND_CELL = 64
 
 #: Largest property chunk we write at once (the core protocol caps requests at 256 KiB).
 _CHUNK = 128 * 1024
@@ -71,6 +81,10 @@ class DesktopEvents:
         self._requests_served = 0
         self._served = threading.Condition()
         self._last_damage = time.monotonic()
+        #: When the screen last changed at all (damage with an area), and outside its background.
+        self._last_drawn = self._last_change = self._last_damage
+        #: When each cell of the background grid changed lately (its last BACKGROUND_REPEATS changes).
+        self._cell_changes: dict[tuple[int, int], deque[float]] = {}
         self._damage_count = 0
         self._damage_cond = threading.Condition()
         self._queue: queue.SimpleQueue[_Request] = queue.SimpleQueue()
@@ -82,7 +96,9 @@ class DesktopEvents:
         self._has_damage = bool(self._d.query_extension("DAMAGE"))
         if self._has_damage:
             self._d.damage_query_version()
-            self._damage = self._root.damage_create(damage.DamageReportNonEmpty)
+            # BoundingBox, not NonEmpty: Xvfb reports NonEmpty damage as the whole screen, and the settle
+            # logic needs where the screen changed.
+            self._damage = self._root.damage_create(damage.DamageReportBoundingBox)
         self._d.sync()
         self._thread = threading.Thread(target=self._run, name=f"x-events{display_name}", daemon=True)
         self._thread.start()
@@ -146,8 +162,16 @@ class DesktopEvents:
     def _handle(self, event: Any) -> None:
         if self._has_damage and event.type == self._d.extension_event.DamageNotify:
             self._d.damage_subtract(self._damage)
+            now = time.monotonic()
+            area = event.area
+            rect = (area.x, area.y, area.width, area.height)
+            background = self._is_background(now, rect)
             with self._damage_cond:
-                self._last_damage = time.monotonic()
+                self._last_damage = now
+                if rect[2] > 0 and rect[3] > 0:
+                    self._last_drawn = now
+                if not background:
+                    self._last_change = now
                 self._damage_count += 1
                 self._damage_cond.notify_all()
         elif event.type == X.MapNotify:
@@ -207,20 +231,50 @@ class DesktopEvents:
             self._handle(self._d.next_event())
         return read()
 
-    def wait_settled(self, quiet: float = 0.05, timeout: float = 2.0) -> bool:
+    def _is_background(self, now: float, rect: tuple[int, int, int, int]) -> bool:
+        """Whether damage to ``rect`` at ``now`` is background (see BACKGROUND_WINDOW). In the event thread."""
+        x, y, w, h = rect
+        if w <= 0 or h <= 0:  # an empty box: the damage was subtracted meanwhile
+            return True
+        since = now - BACKGROUND_WINDOW
+        busy = True
+        for cx in range(x // BACKGROUND_CELL, (x + w - 1) // BACKGROUND_CELL + 1):
+            for cy in range(y // BACKGROUND_CELL, (y + h - 1) // BACKGROUND_CELL + 1):
+                times = self._cell_changes.setdefault((cx, cy), deque(maxlen=BACKGROUND_REPEATS))
+                busy = busy and len(times) == BACKGROUND_REPEATS and times[0] >= since
+                times.append(now)
+        return busy
+
+    def wait_settled(self, quiet: float = 0.05, timeout: float = 2.0, *, since: float | None = None,
+                     effect: float = 0.0) -> bool:
         """Block until the screen has not changed for ``quiet`` seconds (counting from now), or ``timeout``.
 
-        Returns True if it settled. Without the DAMAGE extension it just waits ``quiet``.
+        Changes to the screen's background (parts that keep changing: a spinner, an animation; see
+        BACKGROUND_WINDOW) do not count, so a screen that never stops moving still settles. With ``since``
+        (a time.monotonic() taken before an action) and ``effect`` > 0, it first waits up to ``effect``
+        seconds for the screen to change after ``since`` (the action's effect: an animation's next frame
+        counts, since an app draws it after handling the input), so that an app that has not drawn yet is
+        not taken for a settled screen; an action without a visible effect costs ``effect`` seconds. Returns True if it settled. Without the
+        DAMAGE extension it just waits ``quiet``.
         """
         start = time.monotonic()
         deadline = start + timeout
         if not self._has_damage:
             time.sleep(quiet)
             return True
+        if since is not None and effect > 0:
+            self._call(lambda: self._flushed(lambda: 0))  # count every change the X server made until now
+            effect_deadline = min(deadline, max(start, since) + effect)
+            with self._damage_cond:
+                while self._last_drawn <= since and self._alive:
+                    now = time.monotonic()
+                    if now >= effect_deadline:
+                        break
+                    self._damage_cond.wait(effect_deadline - now)
         with self._damage_cond:
             while True:
                 now = time.monotonic()
-                quiet_since = max(self._last_damage, start)
+                quiet_since = max(self._last_change, start)
                 if now - quiet_since >= quiet:
                     return True
                 if now >= deadline or not self._alive:

@@ -306,7 +306,8 @@ class FakeEvents:
     def damage_count(self) -> int:
         return self._generation
 
-    def wait_settled(self, quiet: float = 0.05, timeout: float = 2.0) -> bool:
+    def wait_settled(self, quiet: float = 0.05, timeout: float = 2.0, *, since: float | None = None,
+                     effect: float = 0.0) -> bool:
         return True
 
     def map_count(self) -> int:

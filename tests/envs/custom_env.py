@@ -5,7 +5,7 @@ from typing import Annotated
 from pydantic import Field
 
 from hci_envs import DesktopEnvironment, StartState, ToolOutput, tool
-from traits import BashAccess, HumanComputerInterfaceable, PythonAccess
+from hci_envs.traits import BashAccess, HumanComputerInterfaceable, PythonAccess
 
 
 class NotesTrait:

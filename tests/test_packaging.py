@@ -1,0 +1,130 @@
+"""The package as a user installs it: a wheel in a fresh virtual environment, beside other packages.
+
+The wheel installs the repository's traits/, recorders/ and images/ inside hci_envs, so that it claims no
+top-level name of another PyPI package (Enthought's `traits`); the light client (`hci-envs[docker]`, no server
+dependencies) starts containers; `hci-envs image build` works from the wheel, with no checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from conftest import need
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBE_IMAGE = "hci-envs-test/probe:latest"
+BASE_IMAGE = "hci-envs/base:latest"
+
+
+def run(cmd: list[str], *, cwd: Path, timeout: float = 600, check: bool = True, **env: str) -> subprocess.CompletedProcess:
+    # PYTHONPATH and the like from the test run must not leak the checkout into the fresh environment.
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**clean, **env})
+    if check:
+        assert done.returncode == 0, f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--wheel-dir", str(out), str(ROOT)], cwd=out)
+    return next(out.glob("hci_envs-*.whl"))
+
+
+@pytest.fixture(scope="module")
+def light_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh environment with hci-envs' light client (the docker extra) and Enthought Traits."""
+    home = tmp_path_factory.mktemp("light")
+    run([sys.executable, "-m", "venv", str(home / "venv")], cwd=home)
+    python = home / "venv" / "bin" / "python"
+    done = run([str(python), "-m", "pip", "install", "-q", f"{wheel}[docker]", "traits>=6.4"], cwd=home, check=False)
+    need(done.returncode == 0, f"installing hci-envs[docker] and traits from the package index: {done.stderr[-500:]}")
+    return python
+
+
+def test_every_folder_of_images_is_in_the_wheel(wheel: Path) -> None:
+    import zipfile
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {p.name for p in (ROOT / "images").iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
+    packaged = {name.rpartition(".")[2] for name in config["packages"] if name.startswith("hci_envs.image_contexts.")}
+    assert folders == packaged, "add each folder of images/ to [tool.setuptools] packages and package-data"
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for folder in folders:
+        for path in (ROOT / "images" / folder).iterdir():
+            assert f"hci_envs/image_contexts/{folder}/{path.name}" in names
+    assert not any(n.split("/")[0] in ("traits", "recorders", "images") for n in names), "a top-level name is claimed"
+
+
+def test_enthought_traits_and_hci_envs_work_side_by_side(light_venv: Path, tmp_path: Path) -> None:
+    both = (
+        "from traits.api import HasTraits, Int\n"
+        "class Counter(HasTraits):\n"
+        "    count = Int(3)\n"
+        "assert Counter().count == 3\n"
+        "from hci_envs.traits import BashAccess, HumanComputerInterfaceable, PythonAccess\n"
+        "from hci_envs.recorders import reduce_events\n"
+        "from hci_envs.plugins import load_env_class\n"
+        "print(load_env_class('workstation').__module__)\n"
+    )
+    done = run([str(light_venv), "-c", both], cwd=tmp_path)
+    assert done.stdout.strip() == "hci_envs.traits.envs"
+    check = run([str(light_venv), "-m", "pip", "check"], cwd=tmp_path)
+    assert "No broken requirements" in check.stdout
+    # The light client stays light: no server, no desktop.
+    done = run([str(light_venv), "-c", "import importlib.util as u; print([m for m in ('fastapi', 'mcp', 'mss') if u.find_spec(m)])"],
+               cwd=tmp_path)
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.docker
+def test_the_light_client_starts_a_container(light_venv: Path, tmp_path: Path) -> None:
+    need_image(PROBE_IMAGE)
+    script = (
+        "import sys\n"
+        "from hci_envs import HciEnvClient\n"
+        f"with HciEnvClient.from_docker_image({PROBE_IMAGE!r}) as env:\n"
+        "    first = env.reset()\n"
+        "    after = env.step({'type': 'click', 'x': 5, 'y': 5})\n"
+        "    print(first.observation.screenshot.width, after.observation.screenshot.width, 'fastapi' in sys.modules)\n"
+    )
+    done = run([str(light_venv), "-c", script], cwd=tmp_path, timeout=300)
+    assert done.stdout.split()[-3:] == ["1280", "1280", "False"], done.stdout
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_image_build_from_the_installed_wheel(light_venv: Path, tmp_path: Path) -> None:
+    """`hci-envs image build` with no checkout: the contexts come from the package, hci-envs' own wheel is
+    packed again from the installed files, and the image holds the same package layout."""
+    need_image("hci-envs/base-os:bookworm")
+    cli = light_venv.parent / "hci-envs"
+    done = run([str(cli), "image", "build"], cwd=tmp_path, timeout=1500, XDG_CACHE_HOME=str(Path.home() / ".cache"))
+    assert "hci-envs/base:latest" in done.stdout and "hci-envs/editor:latest" in done.stdout, done.stdout[-2000:]
+    wheelhouse = Path.home() / ".cache" / "hci-envs" / "image-build"
+    assert wheelhouse.stat().st_mode & 0o077 == 0, "the wheelhouse holds the tasks' answers: it must be private"
+    inside = subprocess.run(
+        ["docker", "run", "--rm", "--entrypoint", "/opt/hci-envs/bin/python", BASE_IMAGE, "-c",
+         "import hci_envs.traits, hci_envs.recorders, importlib.util as u; print(u.find_spec('traits'))"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert inside.returncode == 0 and inside.stdout.strip() == "None", inside.stderr
+
+
+def test_uninstalling_hci_envs_leaves_enthought_traits_working(light_venv: Path, wheel: Path, tmp_path: Path) -> None:
+    run([str(light_venv), "-m", "pip", "uninstall", "-y", "-q", "hci-envs"], cwd=tmp_path)
+    try:
+        run([str(light_venv), "-c", "from traits.api import HasTraits, Str; HasTraits()"], cwd=tmp_path)
+    finally:  # put it back for any test that runs after this one
+        run([str(light_venv), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], cwd=tmp_path)
+
+
+def need_image(tag: str) -> None:
+    done = subprocess.run(["docker", "image", "inspect", tag], capture_output=True)
+    need(done.returncode == 0, f"the image {tag}; `hci-envs image build --for-tests` builds it")

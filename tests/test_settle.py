@@ -1,0 +1,85 @@
+"""Observations that show the action: "settled" on real screens, with carets that blink and apps that animate.
+
+A step's observation is taken once the screen shows the action's effect (on by default, ObservationSpec.settle);
+a screen whose background never stops changing (a blinking caret, an animation) still settles.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import need_programs
+
+HERE = Path(__file__).resolve().parent
+ANIMATION = [sys.executable, str(HERE / "apps" / "animate.py"), "600", "400"]
+
+
+def home_without_blinking(tmp_path: Path) -> str:
+    """A home template whose GTK settings stop the caret blinking: then a new screenshot differs from the last
+    one only through what the step typed."""
+    home = tmp_path / "home"
+    settings = home / ".config" / "gtk-3.0"
+    settings.mkdir(parents=True)
+    (settings / "settings.ini").write_text("[Settings]\ngtk-cursor-blink=false\n")
+    for path in (tmp_path, *home.rglob("*"), home):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return str(home)
+
+
+@pytest.mark.parametrize("app", ["xterm", "mousepad"])
+def test_fifty_steps_never_observe_the_screen_before_the_action(x11, tmp_path, app):
+    from hci_envs.traits import DesktopEnv
+
+    need_programs(app)
+    command = {"xterm": ["xterm", "-e", "sh", "-c", "cat > /dev/null"], "mousepad": ["mousepad", "note.txt"]}[app]
+    env = DesktopEnv(start_state={"apps": [{"command": command, "timeout": 60}],
+                                  "home_template": home_without_blinking(tmp_path)})
+    try:
+        previous = env.reset().screenshot.data
+        stale = []
+        for i in range(50):
+            obs = env.step({"type": "type_text", "text": "abcdefghij"[i % 10]})
+            assert obs.error is None, obs.error
+            if obs.screenshot.data == previous:
+                stale.append(i)
+            previous = obs.screenshot.data
+        assert stale == [], f"{len(stale)} of 50 observations showed the screen before their action: {stale}"
+    finally:
+        env.close()
+
+
+def test_a_screen_that_never_stops_moving_settles(x11):
+    """An animation and a GTK editor with a blinking caret: the screen is never still, yet it settles, and
+    typed text is on the observation."""
+    from hci_envs.traits import DesktopEnv
+
+    need_programs("mousepad")
+    env = DesktopEnv(start_state={"apps": [{"command": ANIMATION}, {"command": ["mousepad", "note.txt"], "timeout": 60}]})
+    try:
+        env.reset()
+        events = env.desktop.events
+        assert events.wait_settled(0.05, 2.0), "the animation kept the screen from settling"
+        for text in ("one ", "two ", "three"):
+            result = env.executor.run({"type": "type_text", "text": text}, settle=True)
+            assert result.settled, f"typing {text!r} did not settle"
+        assert env.desktop.input.window_title(env.desktop.windows()[-1]).startswith("*")  # mousepad: modified
+    finally:
+        env.close()
+
+
+def test_settle_can_be_turned_off(x11):
+    from hci_envs.protocol import ObservationSpec
+    from hci_envs.traits import DesktopEnv
+
+    assert ObservationSpec().settle is True
+    env = DesktopEnv(start_state={"apps": [{"command": ANIMATION}]}, observation={"settle": False})
+    try:
+        env.reset()
+        waited = []
+        env.executor.settle = lambda since: waited.append(since) or True  # observe whether step() settles
+        env.step({"type": "mouse_move", "x": 10, "y": 10})
+        assert waited == []
+    finally:
+        env.close()
