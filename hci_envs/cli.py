@@ -86,8 +86,8 @@ def serve(args: argparse.Namespace) -> int:
         max_sessions=args.max_sessions, idle_timeout=args.idle_timeout, orphan_timeout=args.orphan_timeout, control_token=control_token,
         agent_token=agent_token, agent_tokens=args.agent_tokens or None, public_url=args.public_url,
         vnc=not args.no_vnc and args.desktop == "xvfb", vnc_port=args.vnc_port, takeover_timeout=args.takeover_timeout,
-        episodes_dir=args.episodes_dir, action_mode=args.action_mode, isolation=args.isolation,
-        max_agent_processes=args.max_agent_processes,
+        episodes_dir=args.episodes_dir, tasks=args.tasks, action_mode=args.action_mode, isolation=args.isolation,
+        max_agent_processes=args.max_agent_processes, lazy_default_session=args.lazy_default_session or None,
     )
     config.on_ready = lambda server: _print_ready(server, sys.stdout)
     app = create_app(config)
@@ -210,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--app", action="append", metavar="CMD", help="app to launch on the desktop (repeatable)")
     p.add_argument("--mode", choices=("simulation", "production"), default="simulation")
     p.add_argument("--max-sessions", type=int, default=8)
+    p.add_argument("--lazy-default-session", action="store_true",
+                   help="start the default session's desktop on its first use, not at start-up (for clients that "
+                        "each open a session of their own; or HCI_ENVS_LAZY_DEFAULT_SESSION=1)")
     p.add_argument("--idle-timeout", type=float, default=600.0, help="seconds before an idle session is closed")
     p.add_argument("--orphan-timeout", type=float, default=None, metavar="SECONDS",
                    help="exit after this long with no client at all (or HCI_ENVS_ORPHAN_TIMEOUT; containers "
@@ -234,6 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the agent interface sessions advertise: one tool per call, or CodeAct")
     p.add_argument("--episodes-dir", default=os.environ.get("HCI_ENVS_EPISODES_DIR", "episodes"),
                    help="where recordings go (default ./episodes, or HCI_ENVS_EPISODES_DIR)")
+    p.add_argument("--tasks", default=os.environ.get("HCI_ENVS_TASKS"),
+                   help="the task suite a reset can name tasks of: a task file or folder (default: the built-in "
+                        "suite; or HCI_ENVS_TASKS). Keep it private to the server's user: it holds the answers")
     p.add_argument("--desktop", choices=("xvfb", "fake"), default=os.environ.get("HCI_ENVS_DESKTOP", "xvfb"),
                    help="xvfb: real X desktops (default); fake: desktops without X, the test seam for everything "
                         "but screen, input and apps (no VNC)")

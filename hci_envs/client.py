@@ -75,7 +75,7 @@ def _decode(raw: str | bytes) -> dict[str, Any]:
     return message
 
 
-def _snapshot_reply(response: Any) -> dict[str, Any]:
+def _control_reply(response: Any) -> dict[str, Any]:
     try:
         body = response.json()
     except ValueError:
@@ -85,7 +85,7 @@ def _snapshot_reply(response: Any) -> dict[str, Any]:
             "code": None, "message": f"HTTP {response.status_code}: {response.text[:200]}"}
         raise error_from_dict(detail)
     if not isinstance(body, dict):
-        raise TransportError("the server answered /snapshot with something other than a JSON object")
+        raise TransportError(f"the server answered {response.request.url.path} with something other than a JSON object")
     return body
 
 
@@ -153,10 +153,14 @@ class ClientBase:
     def _snapshot_body(self, name: str, state: EnvState) -> dict[str, Any]:
         return {"name": name, "session_id": state.session_id}
 
+    @staticmethod
+    def _score_path(state: EnvState) -> str:
+        return f"/sessions/{state.session_id}/score" if state.session_id else "/score"
+
     # -- replies in ------------------------------------------------------------------------------------
     _decode = staticmethod(_decode)
     _result = staticmethod(_result)
-    _snapshot_reply = staticmethod(_snapshot_reply)
+    _control_reply = staticmethod(_control_reply)
 
     @staticmethod
     def _state(message: dict[str, Any]) -> EnvState:
@@ -282,7 +286,12 @@ class HciEnvClient(ClientBase):
     def snapshot(self, name: str) -> dict[str, Any]:
         """Capture this session's files as ``name``; ``reset(snapshot=name)`` branches from it later.
         Control plane only (needs the control token where one is set); refused in production mode."""
-        return self._snapshot_reply(self._post("/snapshot", self._snapshot_body(name, self.state())))
+        return self._control_reply(self._post("/snapshot", self._snapshot_body(name, self.state())))
+
+    def score(self) -> dict[str, Any]:
+        """Run the checker of the task this session was reset into (``reset(task=ID)``): ``{"task", "score",
+        "success", "details"}``. Control plane only: the checker runs on the server, beside the answers."""
+        return self._control_reply(self._post(self._score_path(self.state()), {}))
 
     def close(self) -> None:
         if self._closed:
@@ -407,7 +416,11 @@ class AsyncHciEnvClient(ClientBase):
 
     async def snapshot(self, name: str) -> dict[str, Any]:
         """Capture this session's files as ``name``; ``reset(snapshot=name)`` branches from it later."""
-        return self._snapshot_reply(await self._post("/snapshot", self._snapshot_body(name, await self.state())))
+        return self._control_reply(await self._post("/snapshot", self._snapshot_body(name, await self.state())))
+
+    async def score(self) -> dict[str, Any]:
+        """Run the checker of the task this session was reset into; see :meth:`HciEnvClient.score`."""
+        return self._control_reply(await self._post(self._score_path(await self.state()), {}))
 
     async def close(self) -> None:
         if self._closed:

@@ -206,6 +206,12 @@ class TaskFormatError(HciEnvsError, ValueError):
     code = "TASK_FORMAT"
 
 
+class TaskNotFoundError(HciEnvsError, LookupError):
+    """A reset named a task that the server's suite does not have."""
+
+    code = "TASK_NOT_FOUND"
+
+
 class EpisodeFormatError(HciEnvsError, ValueError):
     """An episode folder is malformed: a file is missing, a line is not JSON, an action fails the schema."""
 
@@ -264,6 +270,7 @@ WIRE: dict[str, WireForm] = {
     "SNAPSHOT_ERROR": WireForm(400, "EXECUTION_ERROR", "execution_error"),
     "NO_SPACE": WireForm(507, "EXECUTION_ERROR", "execution_error"),
     "TASK_FORMAT": WireForm(400, "VALIDATION_ERROR", "invalid_args"),
+    "TASK_NOT_FOUND": WireForm(404, "VALIDATION_ERROR", "invalid_args"),
     "EPISODE_FORMAT": WireForm(400, "VALIDATION_ERROR", "invalid_args"),
     "TRANSPORT_ERROR": WireForm(502, "EXECUTION_ERROR", "transport_error"),
 }

@@ -4,12 +4,13 @@
 """
 
 from .recorder import Recorder
-from .reducer import ReducedAction, Reducer, Thresholds, reduce_events
+from .recovery import recover_episodes
+from .reducer import ReducedAction, Reducer, Thresholds, Unreduced, reduce_events
 from .store import Episode, EpisodeFormatError, load_episode
 
 __all__ = [
-    "Episode", "EpisodeFormatError", "Recorder", "ReducedAction", "Reducer", "Thresholds",
-    "load_episode", "reduce_events", "replay_episode",
+    "Episode", "EpisodeFormatError", "Recorder", "ReducedAction", "Reducer", "Thresholds", "Unreduced",
+    "load_episode", "recover_episodes", "reduce_events", "replay_episode",
 ]
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from typing import Any
 
 import httpx
 
-from hci_envs.errors import TransportError, error_from_dict
+from hci_envs.errors import HciEnvsError, TransportError, error_from_dict
 
 
 def register(sub: Any, command: Any) -> None:
@@ -25,8 +26,8 @@ def register(sub: Any, command: Any) -> None:
     p.add_argument("--task", help="a task id to note in meta.json")
     command("record")(_record)
 
-    p = sub.add_parser("replay", help="replay an episode into a fresh desktop and report how it matched")
-    p.add_argument("episode")
+    p = sub.add_parser("replay", help="replay episodes into a fresh desktop and report how they matched")
+    p.add_argument("episode", help="an episode folder, or a folder of episodes")
     p.add_argument("--speed", type=float, default=1.0)
     p.add_argument("--no-timing", action="store_true", help="run the actions back to back")
     p.add_argument("--no-compare", action="store_true", help="do not compare screens")
@@ -36,6 +37,15 @@ def register(sub: Any, command: Any) -> None:
     p = sub.add_parser("export", help="episodes to a Hugging Face datasets parquet file")
     p.add_argument("episodes", nargs="+", help="episode folders, or folders of episodes")
     p.add_argument("--out", required=True, help="the .parquet file to write")
+    p.add_argument("--format", choices=("steps", "sft"), default="steps",
+                   help="steps: one row per step, every recorded detail (import reads it back); sft: one chat per "
+                        "episode with tool calls and screens, for TRL's SFTTrainer")
+    p.add_argument("--images", choices=("all", "none"), default="all",
+                   help="sft: the screens as images (all), or text only (none)")
+    p.add_argument("--instruction", help="sft: the user's instruction for every episode (default: its task's)")
+    p.add_argument("--tasks", help="sft: a task file or folder to find episodes' instructions in (default: built-in)")
+    p.add_argument("--tools", help="sft: the tools offered, as action names separated by commas (default: those of "
+                                   "hci_envs.trl.TrlDesktopEnv)")
     command("export")(_export)
 
     p = sub.add_parser("import", help="an exported parquet file back into episode folders")
@@ -66,37 +76,83 @@ def _record(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Failures:
+    """The episodes a command could not handle: each said on stderr as it happens, without a traceback; the
+    exit status is 1 if there were any."""
+
+    def __init__(self) -> None:
+        self.episodes: list[str] = []
+
+    def __call__(self, episode: str, exc: Exception) -> None:
+        message = exc.message if isinstance(exc, HciEnvsError) else f"{type(exc).__name__}: {exc}"
+        print(f"hci-envs: skipped {episode}: {message}", file=sys.stderr)
+        self.episodes.append(episode)
+
+    def status(self) -> int:
+        if not self.episodes:
+            return 0
+        print(f"hci-envs: {len(self.episodes)} episode(s) failed: {', '.join(self.episodes)}", file=sys.stderr)
+        return 1
+
+
+def _note(message: str) -> None:
+    print(f"hci-envs: note: {message}", file=sys.stderr)
+
+
 def _replay(args: argparse.Namespace) -> int:
+    from .export import find_episodes
     from .replay import replay_episode
 
-    report = replay_episode(args.episode, speed=args.speed, timing=not args.no_timing,
-                            compare=not args.no_compare)
-    for step in report.steps:
-        match = "" if step.match is None else f"match {step.match:7.2%}"
-        error = f"  ERROR {step.error}" if step.error else ""
-        print(f"  step {step.index:4d} {step.type:<14} late {step.lateness_ms:8.1f} ms  {match}{error}")
-    print(json.dumps(report.summary(), indent=2))
+    failures = _Failures()
+    reports = []
+    for path in find_episodes([args.episode]):
+        print(path)
+        try:
+            report = replay_episode(path, speed=args.speed, timing=not args.no_timing, compare=not args.no_compare)
+        except HciEnvsError as exc:  # this episode cannot be replayed; the others still may
+            failures(str(path), exc)
+            continue
+        for step in report.steps:
+            match = "" if step.match is None else f"match {step.match:7.2%}"
+            error = f"  ERROR {step.error}" if step.error else ""
+            print(f"  step {step.index:4d} {step.type:<14} late {step.lateness_ms:8.1f} ms  {match}{error}")
+        print(json.dumps(report.summary(), indent=2))
+        if any(s.error for s in report.steps):
+            failures.episodes.append(str(path))
+        reports.append(report.to_dict())
     if args.json_out:
         with open(args.json_out, "w") as f:
-            json.dump(report.to_dict(), f, indent=2)
-    return 1 if any(s.error for s in report.steps) else 0
+            one = len(reports) == 1 and not failures.episodes
+            json.dump(reports[0] if one else {"episodes": reports, "failed": failures.episodes}, f, indent=2)
+    return failures.status()
 
 
 def _export(args: argparse.Namespace) -> int:
-    from .export import export_episodes
+    from .export import export_episodes, find_episodes
 
-    dataset = export_episodes(args.episodes, args.out)
+    failures = _Failures()
+    if args.format == "sft":
+        from .sft import sft_dataset
+
+        tools = tuple(t.strip() for t in args.tools.split(",") if t.strip()) if args.tools else None
+        dataset = sft_dataset(find_episodes(args.episodes), images=args.images, instruction=args.instruction,
+                              tasks=args.tasks, tools=tools, on_error=failures)
+        dataset.to_parquet(args.out)
+        print(f"wrote {len(dataset)} conversations to {args.out}")
+        return failures.status()
+    dataset = export_episodes(args.episodes, args.out, on_error=failures)
     print(f"wrote {len(dataset)} steps to {args.out}")
-    return 0
+    return failures.status()
 
 
 def _import(args: argparse.Namespace) -> int:
     from .export import import_episodes
 
-    folders = import_episodes(args.parquet, args.out)
+    failures = _Failures()
+    folders = import_episodes(args.parquet, args.out, on_error=failures, on_note=_note)
     for folder in folders:
         print(folder)
-    return 0
+    return failures.status()
 
 
 __all__ = ["register"]

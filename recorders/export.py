@@ -2,21 +2,32 @@
 
 Columns: ``episode`` (folder name), ``step``, ``source``, ``action_type``, ``action`` (JSON), ``t_start``,
 ``t_end``, ``pre_move`` (JSON), ``raw`` (JSON: the raw messages of the step), ``frame_before`` and
-``frame_after`` (images), ``meta`` (JSON, the episode's meta.json) and ``episode_raw`` (the whole
-raw/input.jsonl on each episode's first row, so that messages that belong to no action survive the round
-trip).
+``frame_after`` (images), ``frame_shared_with`` and ``result`` (see store.py), ``meta`` (JSON, the episode's meta.json)
+and ``episode_raw`` (the whole raw/input.jsonl on each episode's first row, so that messages that belong to
+no action survive the round trip).
+
+A bad episode never stops the others: with ``on_error`` given, export and import report it there and go on.
+Import never merges episodes: two episodes with the same folder name (from different source folders) are
+told apart by their meta.json and by their step numbers starting again, and the second gets a new name.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import logging
+import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from hci_envs.errors import require
+from hci_envs.errors import HciEnvsError, require
 
 from .store import EpisodeFormatError, load_episode, new_episode_dir, write_json_atomic
+
+log = logging.getLogger(__name__)
+
+#: Told about an episode that could not be exported, imported or replayed: (the episode, the error).
+OnError = Callable[[str, Exception], None]
 
 
 def _datasets() -> Any:
@@ -29,7 +40,7 @@ def _features(datasets: Any) -> Any:
         "episode": v("string"), "step": v("int32"), "source": v("string"), "action_type": v("string"),
         "action": v("string"), "t_start": v("float64"), "t_end": v("float64"), "pre_move": v("string"),
         "raw": v("string"), "frame_before": datasets.Image(), "frame_after": datasets.Image(),
-        "meta": v("string"), "episode_raw": v("string"),
+        "frame_shared_with": v("int32"), "result": v("string"), "meta": v("string"), "episode_raw": v("string"),
     })
 
 
@@ -54,12 +65,16 @@ def _rows(paths: list[Path]) -> Iterator[dict[str, Any]]:
                 "t_start": record["t_start"], "t_end": record["t_end"],
                 "pre_move": json.dumps(record.get("pre_move") or []), "raw": json.dumps(raw, ensure_ascii=False),
                 "frame_before": frame(record.get("frame_before")), "frame_after": frame(record.get("frame_after")),
-                "meta": meta, "episode_raw": raw_text if n == 0 else "",
+                "frame_shared_with": record.get("frame_shared_with"), "result": record.get("result"), "meta": meta,
+                "episode_raw": raw_text if n == 0 else "",
             }
 
 
 def find_episodes(paths: list[str | Path]) -> list[Path]:
-    """Episode folders among ``paths``: each path is an episode, or a folder of episodes."""
+    """Episode folders among ``paths``: each path is an episode, or a folder of episodes. Episodes a killed
+    recorder left open are finished first (see recovery.py)."""
+    from .recovery import finish_open
+
     out: list[Path] = []
     for p in map(Path, paths):
         if (p / "meta.json").exists():
@@ -70,13 +85,32 @@ def find_episodes(paths: list[str | Path]) -> list[Path]:
             raise EpisodeFormatError(f"{p}: neither an episode nor a folder of episodes", file=str(p))
     if not out:
         raise EpisodeFormatError(f"no episodes found in {', '.join(map(str, paths))}")
+    finish_open(out)
     return out
 
 
-def export_episodes(paths: list[str | Path], out: str | Path) -> Any:
-    """Write the episodes to ``out`` (a .parquet file) and return the ``datasets.Dataset``."""
+def _fail(on_error: OnError | None, episode: str, exc: Exception) -> None:
+    if on_error is None:
+        raise exc
+    on_error(episode, exc)
+
+
+def export_episodes(paths: list[str | Path], out: str | Path, *, on_error: OnError | None = None) -> Any:
+    """Write the episodes to ``out`` (a .parquet file) and return the ``datasets.Dataset``.
+
+    Every episode is read and checked before anything is written; without ``on_error`` the first bad one
+    raises :class:`EpisodeFormatError`, with it the bad ones are reported there and left out."""
     datasets = _datasets()
-    episodes = find_episodes(paths)
+    episodes = []
+    for path in find_episodes(paths):
+        try:
+            load_episode(path)
+        except EpisodeFormatError as exc:
+            _fail(on_error, str(path), exc)
+            continue
+        episodes.append(path)
+    if not episodes:
+        raise EpisodeFormatError("no episode could be exported")
     dataset = datasets.Dataset.from_generator(_rows, gen_kwargs={"paths": episodes}, features=_features(datasets))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -84,26 +118,34 @@ def export_episodes(paths: list[str | Path], out: str | Path) -> Any:
     return dataset
 
 
-def import_episodes(source: str | Path | Any, root: str | Path) -> list[Path]:
-    """Rebuild episode folders under ``root`` from an exported parquet file (or a ``datasets.Dataset``)."""
-    datasets = _datasets()
-    if isinstance(source, str | Path):
-        dataset = datasets.Dataset.from_parquet(str(source))
-    else:
-        dataset = source
-    dataset = dataset.cast_column("frame_before", datasets.Image(decode=False))
-    dataset = dataset.cast_column("frame_after", datasets.Image(decode=False))
-    folders: dict[str, Path] = {}
-    writers: dict[str, Any] = {}
-    for row in dataset:
-        name = row["episode"]
-        if name not in folders:
-            folder = new_episode_dir(Path(root), name)
-            folders[name] = folder
-            write_json_atomic(folder / "meta.json", json.loads(row["meta"]))
-            (folder / "raw" / "input.jsonl").write_text(row["episode_raw"], encoding="utf-8")
-            writers[name] = open(folder / "actions.jsonl", "w", encoding="utf-8")
-        folder = folders[name]
+class _Import:
+    """One episode being rebuilt from its rows."""
+
+    def __init__(self, root: Path, name: str, meta_text: str, on_note: Callable[[str], None]) -> None:
+        self.name = name
+        self.folder: Path | None = None
+        self.writer: Any = None
+        self.steps: set[int] = set()
+        self.error: Exception | None = None
+        try:  # before any folder exists: an episode whose meta cannot be read leaves nothing behind
+            meta = json.loads(meta_text)
+            if not isinstance(meta, dict):
+                raise EpisodeFormatError("meta is not a JSON object")
+        except ValueError as exc:
+            self.error = exc
+            return
+        self.folder = new_episode_dir(root, name)
+        if self.folder.name != name:
+            on_note(f"episode {name!r} is imported as {self.folder.name!r}: that name was taken (by a folder "
+                    f"already in {root} or another episode of the same name in this file)")
+        write_json_atomic(self.folder / "meta.json", meta)
+        (self.folder / "raw" / "input.jsonl").touch()  # filled from the row that carries it
+        self.writer = open(self.folder / "actions.jsonl", "w", encoding="utf-8")
+
+    def add(self, row: dict[str, Any]) -> None:
+        assert self.folder is not None
+        if row["episode_raw"]:
+            (self.folder / "raw" / "input.jsonl").write_text(row["episode_raw"], encoding="utf-8")
         record: dict[str, Any] = {"index": row["step"], "action": json.loads(row["action"]),
                                   "t_start": row["t_start"], "t_end": row["t_end"]}
         raw = json.loads(row["raw"])
@@ -118,12 +160,64 @@ def import_episodes(source: str | Path | Any, root: str | Path) -> list[Path]:
                 record[key] = None
                 continue
             frame_name = image.get("path") or f"{row['step']:06d}-{key}.png"
-            target = folder / "frames" / frame_name
+            target = self.folder / "frames" / frame_name
             if not target.exists():
                 target.write_bytes(image["bytes"])
             record[key] = frame_name
+        if row.get("frame_shared_with") is not None:
+            record["frame_shared_with"] = row["frame_shared_with"]
+        if row.get("result") is not None:
+            record["result"] = row["result"]
         record["source"] = row["source"]
-        writers[name].write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
-    for writer in writers.values():
-        writer.close()
-    return list(folders.values())
+        self.writer.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+        self.steps.add(row["step"])
+
+
+def import_episodes(source: str | Path | Any, root: str | Path, *, on_error: OnError | None = None,
+                    on_note: Callable[[str], None] | None = None) -> list[Path]:
+    """Rebuild episode folders under ``root`` from an exported parquet file (or a ``datasets.Dataset``).
+
+    Returns the folders written. An episode never merges into another: one whose name is taken gets a new
+    name, and ``on_note`` (default: the log) is told. Each folder is checked with :func:`load_episode`;
+    without ``on_error`` a bad episode raises, with it the bad one is reported there, its folder removed,
+    and the rest imported."""
+    datasets = _datasets()
+    note = on_note or log.warning
+    root = Path(root)
+    if isinstance(source, str | Path):
+        dataset = datasets.Dataset.from_parquet(str(source))
+    else:
+        dataset = source
+    dataset = dataset.cast_column("frame_before", datasets.Image(decode=False))
+    dataset = dataset.cast_column("frame_after", datasets.Image(decode=False))
+    imports: list[_Import] = []
+    current: dict[tuple[str, str], _Import] = {}  # the episode each (name, meta) is writing into
+    for row in dataset:
+        key = (row["episode"], row["meta"])
+        episode = current.get(key)
+        if episode is None or row["step"] in episode.steps:  # a step seen again: a copy of the episode
+            episode = _Import(root, row["episode"], row["meta"], note)
+            current[key] = episode
+            imports.append(episode)
+        if episode.error is not None:
+            continue
+        try:
+            episode.add(row)
+        except (ValueError, KeyError, TypeError, OSError) as exc:  # a row that is not what export writes
+            episode.error = exc
+    folders = []
+    for episode in imports:
+        if episode.writer is not None:
+            episode.writer.close()
+        try:
+            if episode.error is not None:
+                raise EpisodeFormatError(f"episode {episode.name!r}: a row cannot be read: {episode.error}")
+            assert episode.folder is not None
+            load_episode(episode.folder)
+        except HciEnvsError as exc:
+            if episode.folder is not None:
+                shutil.rmtree(episode.folder, ignore_errors=True)  # nothing half-imported is left to trip on
+            _fail(on_error, episode.name, exc)
+            continue
+        folders.append(episode.folder)
+    return folders

@@ -22,8 +22,9 @@ from hci_envs import __version__
 from hci_envs.errors import ConfigError
 from hci_envs.vnc.rfb import ClientMessage
 
-from .reducer import _MODIFIERS, ReducedAction, Reducer, Thresholds, printable
-from .store import SCHEMA_VERSION, JsonlWriter, new_episode_dir, write_json_atomic
+from .recovery import recover_episodes
+from .reducer import _MODIFIERS, ReducedAction, Reducer, Thresholds, Unreduced, printable
+from .store import SCHEMA_VERSION, JsonlWriter, StepWriter, frame_pair, new_episode_dir, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -58,16 +59,19 @@ class Recorder:
         self.frame_quiet = frame_quiet
         self.include_observations = include_observations
         self.task = task
+        recover_episodes(Path(root))  # episodes a killed server left open are finished before a new one starts
         self.path = new_episode_dir(Path(root), name)
         self.state: Literal["new", "recording", "paused", "stopped"] = "new"
-        self._reducer = Reducer(self.thresholds)
+        self._screen = (env.declared_state.width, env.declared_state.height)
+        self._unreduced: list[Unreduced] = []
+        self._reducer = self._new_reducer()
         self._lock = threading.RLock()
-        self._raw = JsonlWriter(self.path / "raw" / "input.jsonl")
+        self._raw = JsonlWriter(self.path / "raw" / "input.jsonl", exclusive=True)
         self._actions = JsonlWriter(self.path / "actions.jsonl")
+        self._steps = StepWriter(self._actions)
         self._origin = time.monotonic()
         self._wall_origin = datetime.now(timezone.utc)
         self._i = 0
-        self._index = 0
         self._waiting: list[tuple[ReducedAction, str]] = []
         self._frames: list[tuple[str, float]] = []
         self._frame_generation: int | None = None
@@ -95,8 +99,14 @@ class Recorder:
             "state": self.state,
             "ended": None if self.state != "stopped" else datetime.now(timezone.utc).isoformat(),
             "end_reason": self._stop_reason,
-            "counts": {"raw": self._raw.count, "actions": self._actions.count, "frames": len(self._frames)},
+            "counts": {"raw": self._raw.count, "actions": self._actions.count, "frames": len(self._frames),
+                       "unreduced": len(self._unreduced)},
+            # input no canonical action can represent: its messages are in raw/input.jsonl
+            "unreduced": [u.to_dict() for u in self._unreduced],
         }
+
+    def _new_reducer(self) -> Reducer:
+        return Reducer(self.thresholds, screen=self._screen, unreduced=self._unreduced)
 
     def start(self) -> Recorder:
         with self._lock:
@@ -124,7 +134,7 @@ class Recorder:
     def resume(self) -> None:
         with self._lock:
             if self.state == "paused":
-                self._reducer = Reducer(self.thresholds)  # input before the pause does not carry over
+                self._reducer = self._new_reducer()  # input before the pause does not carry over
                 self._held_mods.clear()
                 self.state = "recording"
                 write_json_atomic(self.path / "meta.json", self._meta())
@@ -166,7 +176,7 @@ class Recorder:
     def status(self) -> dict[str, Any]:
         return {"state": self.state, "path": str(self.path), "source": self.source, "mask_text": self.mask_text,
                 "raw_events": self._raw.count, "actions": self._actions.count, "frames": len(self._frames),
-                "end_reason": self._stop_reason}
+                "unreduced": len(self._unreduced), "end_reason": self._stop_reason}
 
     def now(self) -> float:
         return time.monotonic() - self._origin
@@ -212,7 +222,8 @@ class Recorder:
             index = self._i
             self._i += 1
             self._raw.write({"i": index, "t": round(t_start, 6), "source": "agent", "msg": "action", "action": data})
-            self._waiting.append((ReducedAction(data, t_start, t_end, (index, index)), "agent"))
+            result_text = "*" * len(result.text) if self.mask_text and action.type == "clipboard_get" else result.text
+            self._waiting.append((ReducedAction(data, t_start, t_end, (index, index), result=result_text), "agent"))
 
     def _emit(self, actions: list[ReducedAction]) -> None:
         if self.mask_text:
@@ -274,19 +285,10 @@ class Recorder:
         now = self.now()
         while self._waiting:
             action, source = self._waiting[0]
-            before = None
-            after = None
-            for name, t in self._frames:
-                if t <= action.t_start:
-                    before = name
-                elif after is None and t > action.t_end:
-                    after = name
+            before, after = frame_pair(self._frames, action.t_start, action.t_end)
             if after is None:
                 if not final and now - action.t_end < 2.0:
                     break  # wait for the screen to settle after it
                 after = self._frames[-1][0] if self._frames else None
             self._waiting.pop(0)
-            record = {"index": self._index, **action.to_dict(), "frame_before": before, "frame_after": after,
-                      "source": source}
-            self._index += 1
-            self._actions.write(record)
+            self._steps.write(action, source, before, after)

@@ -4,14 +4,24 @@ The rules (thresholds are parameters, with these defaults):
   * pointer moves never stand alone: they become the ``pre_move`` path of the next action;
   * a press and release that travel at most ``click_travel`` (6 px) are a click at the press point; more is a
     drag, whose path keeps at most ``drag_points`` (20) points;
+  * a press held at least ``hold_ms`` (300 ms) without travelling is a hold: ``mouse_move`` to the press point,
+    ``mouse_down``, ``wait`` for the held time, ``mouse_up`` (modifiers held are ``key_down``/``key_up``
+    around it), so that a scrollbar arrow held for 0.8 s replays as 0.8 s, not as a click;
   * presses of the same button at most ``multi_click_ms`` (500 ms) and ``multi_click_px`` (4 px) after the
     previous press make it a double, then a triple click (no more);
-  * wheel clicks on one axis with gaps of at most ``scroll_gap_ms`` (400 ms) are one scroll, summed;
+  * wheel clicks on one axis, in one direction, with gaps of at most ``scroll_gap_ms`` (400 ms) are one
+    scroll, summed; a change of direction starts a new scroll (15 down then 1 up are dy 15 and dy -1);
   * printable keys, with no modifier but Shift or AltGr, gather into one ``type_text`` until any other
     action; keys pressed while Ctrl, Alt or Super is held are a ``key`` chord ("ctrl+shift+t"); Enter, Tab,
     Escape, BackSpace, Delete, arrows, F-keys and the like are a ``key`` of their own; a Ctrl, Alt or Super
     pressed and released alone is a ``key`` too;
-  * a viewer's clipboard (ClientCutText) is a ``clipboard_set``.
+  * a viewer's clipboard (ClientCutText) is a ``clipboard_set``;
+  * a keysym with a Unicode value types its character (``type_text``; ``key "U200B"`` for a character that
+    does not print); a keysym without a key name (0x2713) cannot be an action.
+
+Every action the reducer emits passes the canonical parser (with the screen, when given). Input that no
+canonical action can represent is never an error: its raw span is listed in ``Reducer.unreduced`` (the
+recorder reports it in meta.json) and its messages stay in raw/input.jsonl.
 
 Feed events in arrival order with :meth:`Reducer.feed`; completed actions come out of ``feed`` and of
 :meth:`Reducer.tick` (which ends actions whose waiting time is over) and :meth:`Reducer.flush` (all).
@@ -19,11 +29,16 @@ Feed events in arrival order with :meth:`Reducer.feed`; completed actions come o
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from hci_envs.actions.keys import UNICODE_KEYSYM_BASE, canonical_key_name
+from hci_envs.actions import MAX_REPEAT, MAX_TEXT_CHARS, MAX_WAIT_MS, parse_action
+from hci_envs.actions.keys import UNICODE_KEYSYM_BASE, canonical_key_name, resolve_key
+from hci_envs.errors import HciEnvsError
 from hci_envs.vnc.rfb import ClientMessage
+
+log = logging.getLogger(__name__)
 
 BUTTONS = {1: "left", 2: "middle", 4: "right"}
 WHEEL = {8: ("dy", -1), 16: ("dy", 1), 32: ("dx", -1), 64: ("dx", 1)}
@@ -33,6 +48,7 @@ _MODIFIERS = {
 }
 _CHORD_MODIFIERS = ("ctrl", "alt", "super")
 _MODIFIER_ORDER = ("ctrl", "alt", "super", "shift")
+_UNICODE_KEYSYMS = range(UNICODE_KEYSYM_BASE, UNICODE_KEYSYM_BASE + 0x110000)
 
 
 @dataclass(frozen=True)
@@ -43,9 +59,16 @@ class Thresholds:
     scroll_gap_ms: float = 400.0
     drag_points: int = 20
     pre_move_points: int = 20
+    hold_ms: float = 300.0  # Tk starts repeating a held scrollbar arrow after 300 ms, GTK a little later
 
     def to_dict(self) -> dict[str, float]:
         return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Thresholds:
+        """Thresholds as meta.json records them; keys this version does not know are ignored."""
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in (data or {}).items() if k in known})
 
 
 @dataclass
@@ -57,23 +80,58 @@ class ReducedAction:
     t_end: float
     raw: tuple[int, int]
     pre_move: list[list[int]] = field(default_factory=list)
+    #: What the action answered, as its tool's text (agent actions only: people's input answers nothing).
+    result: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"action": self.action, "t_start": round(self.t_start, 6),
                                "t_end": round(self.t_end, 6), "raw": list(self.raw)}
         if self.pre_move:
             out["pre_move"] = self.pre_move
+        if self.result is not None:
+            out["result"] = self.result
         return out
+
+
+@dataclass
+class Unreduced:
+    """Raw input no canonical action can represent: it stays in raw/input.jsonl and is reported, not dropped."""
+
+    raw: tuple[int, int]
+    t: float
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"raw": list(self.raw), "t": round(self.t, 6), "reason": self.reason}
+
+
+def unicode_char(keysym: int) -> str | None:
+    """The character of a Unicode keysym (0x01000000 + code point), if it is one."""
+    return chr(keysym - UNICODE_KEYSYM_BASE) if keysym in _UNICODE_KEYSYMS else None
 
 
 def printable(keysym: int) -> str | None:
     """The character a keysym types, if it is a printable one."""
     if 0x20 <= keysym <= 0x7E or 0xA0 <= keysym <= 0xFF:
         return chr(keysym)
-    if keysym >= UNICODE_KEYSYM_BASE:
-        ch = chr(keysym - UNICODE_KEYSYM_BASE)
-        return ch if ch.isprintable() else None
-    return None
+    ch = unicode_char(keysym)
+    return ch if ch is not None and ch.isprintable() else None
+
+
+def key_name(keysym: int) -> str | None:
+    """The name a ``key`` action gives a keysym, or None if it has none (0x2713 is no keysym of X's).
+
+    A Unicode keysym that does not print is named by its code point (``U200B``), which ``key`` accepts and a
+    JSON line can hold (a lone surrogate as a character cannot be written as UTF-8)."""
+    ch = unicode_char(keysym)
+    if ch is not None:
+        return ch if ch.isprintable() else f"U{ord(ch):04X}"
+    try:
+        name = canonical_key_name(keysym)
+        resolve_key(name)
+    except (HciEnvsError, ValueError):  # ValueError: chr() of a keysym past the Unicode range
+        return None
+    return name
 
 
 def _thin(points: list[list[int]], most: int) -> list[list[int]]:
@@ -89,8 +147,14 @@ def _distance(a: tuple[int, int], b: tuple[int, int]) -> float:
 
 
 class Reducer:
-    def __init__(self, thresholds: Thresholds | None = None) -> None:
+    """``screen`` (width, height) checks emitted actions against the screen as ``load_episode`` will;
+    ``unreduced`` is the list input that cannot be an action is reported into (default: a new one)."""
+
+    def __init__(self, thresholds: Thresholds | None = None, *, screen: tuple[int, int] | None = None,
+                 unreduced: list[Unreduced] | None = None) -> None:
         self.th = thresholds or Thresholds()
+        self.screen = screen
+        self.unreduced: list[Unreduced] = [] if unreduced is None else unreduced
         self._mask = 0
         self._pos = (0, 0)
         self._mods: dict[str, int] = {}  # modifier name -> keysym held
@@ -122,20 +186,44 @@ class Reducer:
             return []
         return [pending["build"](pending)]
 
+    def _report(self, raw: tuple[int, int], t: float, reason: str) -> None:
+        log.warning("raw input %s..%s cannot be a canonical action: %s", raw[0], raw[1], reason)
+        self.unreduced.append(Unreduced(raw, t, reason))
+
+    def _checked(self, actions: list[ReducedAction]) -> list[ReducedAction]:
+        """Only actions the canonical parser accepts leave the reducer: a recorded episode must replay and
+        export as a whole, so what cannot be an action is reported instead of written."""
+        out = []
+        for a in actions:
+            try:
+                parse_action(a.action, screen=self.screen)
+            except HciEnvsError as exc:
+                self._report(a.raw, a.t_start, f"{a.action.get('type')}: {exc.message}")
+                continue
+            out.append(a)
+        return out
+
     # -- input ---------------------------------------------------------------------------------------
     def feed(self, ev: ClientMessage) -> list[ReducedAction]:
-        out = self.tick(ev.t)
-        if ev.msg == "PointerEvent":
-            out += self._pointer(ev)
-        elif ev.msg == "KeyEvent":
-            out += self._key(ev)
-        elif ev.msg == "ClientCutText":
-            out += self._close_pending()
-            out.append(self._finish({"type": "clipboard_set", "text": ev.text}, ev, ev, self._take_moves()))
-        return out
+        out = self._tick(ev.t)
+        try:
+            if ev.msg == "PointerEvent":
+                out += self._pointer(ev)
+            elif ev.msg == "KeyEvent":
+                out += self._key(ev)
+            elif ev.msg == "ClientCutText":
+                out += self._close_pending()
+                out.append(self._finish({"type": "clipboard_set", "text": ev.text}, ev, ev, self._take_moves()))
+        except Exception as exc:  # a bug here must cost one message, not the recording or the actions before it
+            log.exception("reducing raw input %s", ev.i)
+            self._report((ev.i, ev.i), ev.t, f"reducer error: {exc!r}")
+        return self._checked(out)
 
     def tick(self, now: float) -> list[ReducedAction]:
         """End the open action if its waiting time is over (no double click, no further wheel click)."""
+        return self._checked(self._tick(now))
+
+    def _tick(self, now: float) -> list[ReducedAction]:
         p = self._pending
         if p is None:
             return []
@@ -151,7 +239,7 @@ class Reducer:
         if self._press is not None:
             out += self._release(self._press["last"])
         self._moves = []
-        return out
+        return self._checked(out)
 
     # -- pointer -------------------------------------------------------------------------------------
     def _pointer(self, ev: ClientMessage) -> list[ReducedAction]:
@@ -210,6 +298,8 @@ class Reducer:
                 action["modifiers"] = press["mods"]
             return [self._finish(action, first, ev, press["moves"])]
         mods, moves = press["mods"], press["moves"]
+        if (ev.t - first.t) * 1000 >= self.th.hold_ms:
+            return self._hold(first, ev, name, mods, moves)
 
         def build(p: dict[str, Any]) -> ReducedAction:
             action: dict[str, Any] = {"type": "click", "x": first.x, "y": first.y}
@@ -225,14 +315,41 @@ class Reducer:
                          "at": (first.x, first.y), "last": ev, "build": build}
         return []
 
+    def _hold(self, first: ClientMessage, last: ClientMessage, button: str, mods: list[str],
+              moves: tuple[list[list[int]], int | None, float | None]) -> list[ReducedAction]:
+        """A press held in place: mouse_down, wait, mouse_up, so that replay holds it as long.
+
+        Why not a ``click`` with a hold time: the vocabulary already says this exactly, and every consumer
+        (the executor, MCP tools, adapters) already runs it; a new click field would change the action every
+        agent and adapter sees for the sake of one recording rule. It is never part of a double click (no
+        person double-clicks with a press this long), so it is emitted at once."""
+        path, move_i, _ = moves
+        start = move_i if move_i is not None else first.i
+        button_field = {} if button == "left" else {"button": button}
+        held = round((last.t - first.t) * 1000)
+        out = [ReducedAction({"type": "key_down", "key": m}, first.t, first.t, (first.i, first.i)) for m in mods]
+        out.append(ReducedAction({"type": "mouse_move", "x": first.x, "y": first.y}, first.t, first.t,
+                                 (start, first.i), path))
+        out.append(ReducedAction({"type": "mouse_down", **button_field}, first.t, first.t, (first.i, first.i)))
+        while held > 0:  # a wait is at most MAX_WAIT_MS
+            chunk = min(held, MAX_WAIT_MS)
+            out.append(ReducedAction({"type": "wait", "ms": chunk}, first.t, last.t, (first.i, last.i)))
+            held -= chunk
+        out.append(ReducedAction({"type": "mouse_up", **button_field}, last.t, last.t, (last.i, last.i)))
+        out += [ReducedAction({"type": "key_up", "key": m}, last.t, last.t, (last.i, last.i))
+                for m in reversed(mods)]
+        return out
+
     def _wheel(self, ev: ClientMessage, axis: str, sign: int) -> list[ReducedAction]:
         self._lone_modifier = None
         p = self._pending
-        if p is not None and p["kind"] == "scroll" and p["axis"] == axis \
-                and (ev.t - p["last"].t) * 1000 <= self.th.scroll_gap_ms:
+        if p is not None and p["kind"] == "scroll" and p["axis"] == axis and p["sign"] == sign \
+                and abs(p["amount"]) < MAX_REPEAT and (ev.t - p["last"].t) * 1000 <= self.th.scroll_gap_ms:
             p["amount"] += sign
             p["last"] = ev
             return []
+        # A new axis, a new direction, a pause or a full burst: a new scroll. Summing 15 down and 1 up into
+        # 14 would replay neither; summing down and up into 0 would be no action at all.
         out = self._close_pending()
         first, mods, moves = ev, self._modifiers(), self._take_moves()
 
@@ -242,7 +359,7 @@ class Reducer:
                 action["modifiers"] = mods
             return self._finish(action, first, p["last"], moves)
 
-        self._pending = {"kind": "scroll", "axis": axis, "amount": sign, "last": ev, "build": build}
+        self._pending = {"kind": "scroll", "axis": axis, "sign": sign, "amount": sign, "last": ev, "build": build}
         return out
 
     # -- keyboard ------------------------------------------------------------------------------------
@@ -258,14 +375,14 @@ class Reducer:
         if char is not None and not chord:
             return self._type(ev, char)
         out = self._close_pending()
-        name = canonical_key_name(ev.keysym)
-        if chord:
-            mods = self._modifiers()
-            if len(name) == 1 and name.isalpha():
-                name = name.lower()  # ctrl+shift+T arrives as keysym "T"; the chord is spelled ctrl+shift+t
-            combo = "+".join([*mods, name])
-        else:
-            combo = "+".join([*self._modifiers(), name])
+        name = key_name(ev.keysym)
+        if name is None:
+            self._take_moves()  # the motion before it belongs to no action either; it stays in raw
+            self._report((ev.i, ev.i), ev.t, f"keysym 0x{ev.keysym:x} has no key name")
+            return out
+        if chord and len(name) == 1 and name.isalpha():
+            name = name.lower()  # ctrl+shift+T arrives as keysym "T"; the chord is spelled ctrl+shift+t
+        combo = "+".join([*self._modifiers(), name])
         out.append(self._finish({"type": "key", "keys": combo}, ev, ev, self._take_moves()))
         return out
 
@@ -287,7 +404,7 @@ class Reducer:
 
     def _type(self, ev: ClientMessage, char: str) -> list[ReducedAction]:
         p = self._pending
-        if p is not None and p["kind"] == "type":
+        if p is not None and p["kind"] == "type" and len(p["text"]) < MAX_TEXT_CHARS:
             p["text"] += char
             p["last"] = ev
             return []
@@ -301,9 +418,11 @@ class Reducer:
         return out
 
 
-def reduce_events(events: list[ClientMessage], thresholds: Thresholds | None = None) -> list[ReducedAction]:
+def reduce_events(events: list[ClientMessage], thresholds: Thresholds | None = None, *,
+                  screen: tuple[int, int] | None = None,
+                  unreduced: list[Unreduced] | None = None) -> list[ReducedAction]:
     """Reduce a whole recorded stream at once (what the recorder does live, event by event)."""
-    reducer = Reducer(thresholds)
+    reducer = Reducer(thresholds, screen=screen, unreduced=unreduced)
     out: list[ReducedAction] = []
     for ev in events:
         out += reducer.feed(ev)

@@ -109,7 +109,9 @@ def replay_episode(
                 executor.run(record["action"])
             except HciEnvsError as exc:
                 step.error = exc.message
-            if compare and record.get("frame_after"):
+            # a frame the next step shares shows the screen after both: compare it after the last of them
+            shared_on = n + 1 < len(actions) and actions[n + 1].get("frame_shared_with") is not None
+            if compare and record.get("frame_after") and not shared_on:
                 if n + 1 < len(actions):
                     next_at = (actions[n + 1]["t_start"] - t_first) / speed
                     budget = max(0.0, next_at - (time.monotonic() - start)) if timing else 2.0

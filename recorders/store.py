@@ -4,8 +4,13 @@
       meta.json          schema version, environment, task, screen size, image digest, clock origin, start state
       raw/input.jsonl    every input message as it arrived: {"i", "t", "source", "msg", ...fields}
       actions.jsonl      canonical actions: {"index", "action", "t_start", "t_end", "raw": [i0, i1],
-                         "frame_before", "frame_after", "source", "pre_move"?}
+                         "frame_before", "frame_after", "source", "pre_move"?, "frame_shared_with"?,
+                         "result"? (an agent action: the text its tool answered)}
       frames/            PNG screens, NNNNNN.png, each captured once the screen was stable
+
+``frame_shared_with`` (on a step whose frames are the same pair as the step before it) is the index of the
+first step with that pair: at a dense pace several actions happen between two stable screens, and the
+screen after each of them alone was never captured.
 
 Times are seconds since the clock origin (a monotonic clock; meta.json also records the wall time it
 corresponds to). Every line is flushed as it is written, so a recorder killed mid-episode leaves files that
@@ -14,28 +19,38 @@ read back up to its last event.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hci_envs.actions import parse_action
 from hci_envs.errors import EpisodeFormatError, HciEnvsError
+
+if TYPE_CHECKING:
+    from .reducer import ReducedAction
 
 SCHEMA_VERSION = 1
 
 
 class JsonlWriter:
-    """Appends one JSON object per line and flushes each, under a lock."""
+    """Appends one JSON object per line and flushes each, under a lock.
 
-    def __init__(self, path: Path) -> None:
+    ``exclusive`` holds an flock on the file while it is open: the kernel drops it when the process dies,
+    however it dies, which is how a recorder tells an episode still being written from one a killed
+    server left open (see recovery.py)."""
+
+    def __init__(self, path: Path, *, exclusive: bool = False, count: int = 0) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(path, "a", encoding="utf-8")
+        if exclusive:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         self._lock = threading.Lock()
-        self.count = 0
+        self.count = count
 
     def write(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
@@ -49,10 +64,67 @@ class JsonlWriter:
             self._file.close()
 
 
+def is_being_written(path: Path) -> bool:
+    """Whether a live process holds ``path`` open through an exclusive :class:`JsonlWriter`."""
+    try:
+        with open(path, "rb") as f:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except FileNotFoundError:
+        return False
+    return False
+
+
+def cut_torn_tail(path: Path) -> None:
+    """Cut a last line left unfinished by a killed writer, so that appending starts on a line of its own."""
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if end != len(data):
+        with open(path, "r+b") as f:
+            f.truncate(end)
+
+
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
     os.replace(tmp, path)
+
+
+def frame_pair(frames: list[tuple[str, float]], t_start: float, t_end: float) -> tuple[str | None, str | None]:
+    """The last frame captured at or before an action started and the first captured after it ended."""
+    before = after = None
+    for name, t in frames:
+        if t <= t_start:
+            before = name
+        elif after is None and t > t_end:
+            after = name
+    return before, after
+
+
+class StepWriter:
+    """Numbers the steps of actions.jsonl and marks the ones whose frames another step already owns."""
+
+    def __init__(self, writer: JsonlWriter, index: int = 0, last: dict[str, Any] | None = None) -> None:
+        self.writer = writer
+        self.index = index
+        self._pair: tuple[Any, Any] | None = None
+        self._owner = 0
+        if last is not None:
+            self._pair = (last.get("frame_before"), last.get("frame_after"))
+            self._owner = last.get("frame_shared_with", last.get("index", 0))
+
+    def write(self, action: ReducedAction, source: str, before: str | None, after: str | None) -> None:
+        record = {"index": self.index, **action.to_dict(), "frame_before": before, "frame_after": after,
+                  "source": source}
+        if before is not None and (before, after) == self._pair:
+            record["frame_shared_with"] = self._owner
+        else:
+            self._pair, self._owner = (before, after), self.index
+        self.index += 1
+        self.writer.write(record)
 
 
 @dataclass

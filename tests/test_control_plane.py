@@ -534,3 +534,46 @@ def test_a_full_disk_is_a_typed_error_and_the_server_carries_on(tmp_path):
                 assert http.get("/health").json()["status"] == "healthy"
     finally:
         subprocess.run(["umount", "-l", str(full)], check=False)
+
+
+# -- tasks on the control plane --------------------------------------------------------------------------------
+def test_a_reset_names_a_task_and_the_server_scores_it(tmp_path):
+    """A trainer names a task of the server's suite (or sends a spec); the checker runs on the server and the
+    score comes back on the control plane only. Bad names, bad specs and scores without a task are typed 4xx."""
+    task = {"id": "make-note", "instruction": "Write ok into note.txt in the home folder.",
+            "checker": {"type": "file", "path": "note.txt", "equals": "ok\n"}}
+    suite = tmp_path / "tasks.jsonl"
+    suite.write_text(json.dumps(task) + "\n")
+    suite.chmod(0o600)
+    write_ok = {"action": {"tool": "bash", "arguments": {"command": "echo ok > note.txt"}}}
+    with ServerProcess("--env", "workstation", "--desktop", "fake", "--tasks", str(suite)) as server:
+        with server.http() as http:
+            refused = http.post("/reset", json={"task": "nope"})
+            assert refused.status_code == 404 and refused.json()["error"]["code"] == "TASK_NOT_FOUND"
+            assert "make-note" in refused.json()["error"]["message"]
+            assert http.post("/reset", json={"task": {"id": 5}}).json()["error"]["code"] == "TASK_FORMAT"
+            assert http.post("/reset", json={"task": "make-note", "snapshot": "x"}).status_code == 400
+            no_task = http.post("/score")
+            assert no_task.status_code == 409 and no_task.json()["error"]["code"] == "STATE_ERROR"
+
+            first = http.post("/reset", json={"task": "make-note"}).json()
+            assert first["observation"]["text"] == task["instruction"]
+            assert first["metadata"]["task"] == {"id": "make-note", "instruction": task["instruction"]}
+            assert http.post("/score").json() == {"task": "make-note", "score": 0.0, "success": False,
+                                                  "details": ["fail: note.txt: absent"]}
+            assert http.post("/step", json=write_ok).status_code == 200
+            assert http.post("/score").json()["success"] is True
+
+            # a spec of the trainer's own, on a session of its own
+            sid = http.post("/sessions").json()["session_id"]
+            spec = {**task, "id": "own", "checker": {"type": "file", "path": "note.txt", "equals": "no\n"}}
+            assert http.post(f"/sessions/{sid}/reset", json={"task": spec}).status_code == 200
+            assert http.post(f"/sessions/{sid}/step", json=write_ok).status_code == 200
+            assert http.post(f"/sessions/{sid}/score").json()["score"] == 0.0
+
+            assert http.post("/reset", json={}).status_code == 200  # an episode without a task: nothing to score
+            assert http.post("/score").status_code == 409
+        with HciEnvClient(server.base_url) as env:  # the client's score() on its WebSocket session
+            env.reset(task="make-note")
+            env.step(write_ok["action"])
+            assert env.score()["score"] == 1.0

@@ -8,8 +8,6 @@ import sys
 from pathlib import Path
 
 from conftest import need_programs
-from helpers import ServerProcess
-from test_openenv_compat import openenv_python
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -54,9 +52,18 @@ def test_record_and_replay_a_scripted_human(x11, tmp_path):
     assert (tmp_path / "demo" / "actions.jsonl").exists()
 
 
-def test_trl_environment_factory_through_openenv(x11):
+def test_trl_example_trains_a_model_on_desktop_tasks(x11, tmp_path):
+    """The example as a user runs it, with a model built here (the Hub is out of reach): real GRPO steps whose
+    rollouts reset desktops into the task and whose reward is its checker."""
     need_programs("xterm")
-    python = openenv_python()
-    with ServerProcess("--env", "workstation", "--app", "xterm") as server:
-        out = run_example("trl_environment_factory.py", "--url", server.base_url, python=python)
-    assert "rewards: [1.0, 0.0, 1.0, 0.0]" in out
+    from test_trl import need_trl
+
+    need_trl()
+    import tiny_lm
+
+    conversation = {"messages": [{"role": "user", "content": "In the terminal, create hello.txt"}], "tools": "[]"}
+    model = tiny_lm.build(tmp_path / "model", [conversation])
+    out = run_example("trl_environment_factory.py", "--model", str(model), "--text-only", "--task", "term-hello",
+                      "--tools", "type_text,wait", "--max-steps", "1", "--batch", "2", "--output-dir",
+                      str(tmp_path / "out"), timeout=600)
+    assert "mean reward per step: [0.0]" in out, out

@@ -319,8 +319,36 @@ class Input:
 
         self._guard(restore)
 
+    def _down_in_x(self) -> tuple[set[int], set[int]]:
+        """The keycodes and buttons (1-5) the X server says are down, whoever pressed them."""
+        keymap: list[int] = self._guard(self._d.query_keymap)  # type: ignore[assignment]
+        keys = {byte * 8 + bit for byte, bits in enumerate(keymap) for bit in range(8) if bits >> bit & 1}
+        mask = int(self._guard(self._root.query_pointer).mask)  # type: ignore[attr-defined]
+        buttons = {n for n in range(1, 6) if mask & (X.Button1Mask << (n - 1))}
+        return keys, buttons
+
+    def release_stray(self) -> None:
+        """Release what X says is down and this connection did not press: a VNC viewer that left with Shift
+        or a button held (x11vnc never releases them), another client's XTEST presses. The agent's own
+        key_down/mouse_down stay held. Asked of X because nobody else knows the whole state."""
+        with self.lock:
+            keys, buttons = self._down_in_x()
+            keys -= set(self._held_keys.values())
+            buttons -= self._held_buttons
+
+            def send() -> None:
+                for keycode in sorted(keys):
+                    self._fake(X.KeyRelease, keycode)
+                for button in sorted(buttons):
+                    self._fake(X.ButtonRelease, button)
+
+            if keys or buttons:
+                self._guard(send)
+                self.sync()
+
     def release_all(self) -> None:
-        """Release every key and button still held (by key_down, mouse_down or an interrupted action)."""
+        """Release every key and button still held: by key_down, mouse_down or an interrupted action, and
+        whatever else X says is down (see :meth:`release_stray`)."""
         with self.lock:
             def send() -> None:
                 for keycode in self._held_keys.values():
@@ -330,6 +358,7 @@ class Input:
             self._guard(send)
             self._held_keys.clear()
             self._held_buttons.clear()
+            self.release_stray()
             self.sync()
 
     def close(self) -> None:

@@ -58,6 +58,8 @@ class ServerConfig:
     takeover_timeout: float = 30.0
     #: Where recorded episodes go (one folder each).
     episodes_dir: str = "episodes"
+    #: The task suite a reset can name tasks of (a file or folder; None: the built-in suite).
+    tasks: str | None = None
     #: The agent interface sessions advertise: "tools" (one tool per call) or "code" (CodeAct).
     action_mode: Literal["tools", "code"] = "tools"
     #: Called (with the HciServer) once the default session is up; the CLI prints the URLs from it.

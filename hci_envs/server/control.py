@@ -45,6 +45,9 @@ class ResetRequest(BaseModel):
     seed: int | None = Field(None, ge=0)
     episode_id: str | None = Field(None, max_length=255)
     snapshot: str | None = None
+    #: A task of the server's suite (its id) or a task spec: the episode starts in the task's world, and
+    #: ``/score`` runs its checker.
+    task: str | dict[str, Any] | None = None
 
 
 class StepRequest(BaseModel):
@@ -99,11 +102,8 @@ async def schema() -> dict[str, Any]:
 
 
 # -- episodes over HTTP (the default session, or one named) --------------------------------------------------
-async def do_reset(session: Session, request: ResetRequest) -> dict[str, Any]:
-    options = request.model_dump(exclude_none=True)
-    seed = options.pop("seed", None)
-    episode_id = options.pop("episode_id", None)
-    obs = await session.run_control(session.env.reset, seed=seed, episode_id=episode_id, **options)
+async def do_reset(server: HciServer, session: Session, request: ResetRequest) -> dict[str, Any]:
+    obs = await server.reset_session(session, request.model_dump(exclude_none=True))
     return serialize_observation(obs)
 
 
@@ -127,7 +127,7 @@ async def do_step(session: Session, request: StepRequest) -> dict[str, Any]:
 async def reset(request: ResetRequest = Body(default_factory=ResetRequest),
                 server: HciServer = Depends(get_server)) -> dict[str, Any]:
     """Reset the default session's desktop to its start state (or a snapshot)."""
-    return await do_reset(session_for(server, None), request)
+    return await do_reset(server, session_for(server, None), request)
 
 
 @simulation_router.post("/step")
@@ -144,7 +144,7 @@ async def state(server: HciServer = Depends(get_server)) -> dict[str, Any]:
 @simulation_router.post("/sessions/{session_id}/reset")
 async def session_reset(session_id: str, request: ResetRequest = Body(default_factory=ResetRequest),
                         server: HciServer = Depends(get_server)) -> dict[str, Any]:
-    return await do_reset(session_for(server, session_id), request)
+    return await do_reset(server, session_for(server, session_id), request)
 
 
 @simulation_router.post("/sessions/{session_id}/step")
@@ -156,6 +156,17 @@ async def session_step(session_id: str, request: StepRequest,
 @simulation_router.get("/sessions/{session_id}/state")
 async def session_state(session_id: str, server: HciServer = Depends(get_server)) -> dict[str, Any]:
     return session_for(server, session_id).env.state.model_dump()
+
+
+@router.post("/score", dependencies=CONTROL)
+async def score(server: HciServer = Depends(get_server)) -> dict[str, Any]:
+    """Run the checker of the task the default session was reset into: ``{task, score, success, details}``."""
+    return await server.score_session(session_for(server, None))
+
+
+@router.post("/sessions/{session_id}/score", dependencies=CONTROL)
+async def session_score(session_id: str, server: HciServer = Depends(get_server)) -> dict[str, Any]:
+    return await server.score_session(session_for(server, session_id))
 
 
 @router.post("/snapshot", dependencies=CONTROL)
@@ -217,7 +228,7 @@ async def websocket(ws: WebSocket, server: HciServer = Depends(get_server)) -> N
         await ws.close(code=1000)
         return
     try:
-        await _serve_ws(ws, session)
+        await _serve_ws(ws, server, session)
     finally:
         if not attach:
             with anyio.CancelScope(shield=True):
@@ -241,7 +252,7 @@ _WS_FIELDS = {"reset": {"type", "data"}, "step": {"type", "data"}, "state": {"ty
               "mcp": {"type", "data"}}
 
 
-async def _serve_ws(ws: WebSocket, session: Session) -> None:
+async def _serve_ws(ws: WebSocket, server: HciServer, session: Session) -> None:
     env = session.env
     while True:
         received = await next_json(ws)
@@ -272,9 +283,7 @@ async def _serve_ws(ws: WebSocket, session: Session) -> None:
                 if not isinstance(data, dict):
                     raise InvalidActionError("reset data must be an object", field="data")
                 request = ResetRequest.model_validate(data)
-                options = request.model_dump(exclude_none=True)
-                seed, episode_id = options.pop("seed", None), options.pop("episode_id", None)
-                obs = await session.run_control(env.reset, seed=seed, episode_id=episode_id, **options)
+                obs = await server.reset_session(session, request.model_dump(exclude_none=True))
                 reply = {"type": "observation", "data": _ws_observation(obs)}
             elif kind == "step":
                 if "data" not in message:

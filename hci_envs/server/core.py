@@ -10,13 +10,16 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
+
 from .. import __version__
 from ..accounts import IsolationStatus, agent_uids, resolve_isolation
 from ..codeact import BASE_TOOLS, CODE_TOOL
-from ..errors import ConfigError
+from ..errors import ConfigError, EnvironmentStateError
 from .config import ServerConfig
 from .mcp_bridge import build_mcp_server, session_from_request
 from .sessions import Session, SessionManager
+from .tasks import TaskSuite
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +97,34 @@ class HciServer:
             name=f"{name} (CodeAct)", instructions=instructions, version=__version__,
         )
         self.mcp_servers = {"tools": self.mcp, "code": self.mcp_code}
+        self.task_suite = TaskSuite(config.tasks)
+
+    async def reset_session(self, session: Session, options: dict[str, Any]) -> Any:
+        """Reset ``session``: to its start state, a snapshot (``snapshot``), or a task (``task``: an id of the
+        server's suite or a task spec), with ``seed`` and ``episode_id``."""
+        from .tasks import SessionTask
+
+        options = dict(options)
+        seed, episode_id = options.pop("seed", None), options.pop("episode_id", None)
+        task_ref = options.pop("task", None)
+        if task_ref is None:
+            if session.task is not None and session.task.task is not None:
+                # after a task, a plain reset is back in the session's own start state, with nothing to score
+                options.setdefault("start_state", session.task.own_start_state)
+                session.task.task = None
+            return await session.run_control(session.env.reset, seed=seed, episode_id=episode_id, **options)
+        if options:
+            raise ConfigError(f"a reset into a task takes no other options ({', '.join(sorted(options))})")
+        task = await anyio.to_thread.run_sync(self.task_suite.resolve, task_ref)
+        if session.task is None:
+            session.task = SessionTask(session.env)
+        return await session.run_control(session.task.reset, task, seed)
+
+    async def score_session(self, session: Session) -> dict[str, Any]:
+        """Run the checker of the task ``session`` was reset into (control plane only)."""
+        if session.task is None:
+            raise EnvironmentStateError(f"session {session.id} has no task: reset it with one (reset(task=ID))")
+        return await session.run_control(session.task.score)
 
     def _make_env(self) -> Any:
         kwargs = {"isolation": self.isolation, "max_agent_processes": self.config.max_agent_processes,
@@ -114,6 +145,7 @@ class HciServer:
             "agent_token": session.agent_token,
         }
         session.on_close.append(lambda: session.recorder.stop("the session closed") if session.recorder else None)
+        session.on_close.append(lambda: session.task.close() if session.task else None)
         for attach in self.session_services:
             info.update(attach(self, session))
         session.env.session_info = info

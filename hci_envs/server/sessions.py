@@ -46,6 +46,8 @@ class Session:
     vnc: Any = None
     #: The session's recorder (recorders.Recorder), while one exists.
     recorder: Any = None
+    #: The task the session was last reset into (hci_envs.server.tasks.SessionTask), once it had one.
+    task: Any = None
     #: How the session's agent acts: "tools" (one tool per call) or "code" (CodeAct).
     mode: Literal["tools", "code"] = "tools"
     #: Blocking calls this session runs at once, and how many may wait.

@@ -48,8 +48,13 @@ def attach_vnc(server: HciServer, session: Session) -> dict[str, Any]:
             raise SessionNotFoundError(f"session {session.id} has no desktop")
         return await anyio.to_thread.run_sync(desktop.vnc_socket)
 
+    def release_input() -> None:
+        desktop = session.env.desktop
+        if desktop is not None:
+            desktop.input.release_stray()
+
     vnc = VncSession(socket_path, takeover_timeout=server.config.takeover_timeout,
-                     on_human_input=session.env.mark_touched)
+                     on_human_input=session.env.mark_touched, release_input=release_input)
     session.vnc = vnc
     session.env.input_blocked = vnc.agent_input_blocked
     session.env.listeners.append(lambda event: vnc.pointer_moved_elsewhere() if event == "reset" else None)

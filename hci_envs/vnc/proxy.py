@@ -83,6 +83,17 @@ class AsyncioStream:
         except Exception:
             pass
 
+    async def drain_to_close(self, timeout: float = 2.0) -> None:
+        """End our side and read until the peer closes its own: a server closes a client only after handling
+        every message the client sent before the end."""
+        try:
+            self.writer.write_eof()
+            async with asyncio.timeout(timeout):
+                while await self.reader.read(65536):
+                    pass
+        except (OSError, TimeoutError):
+            pass
+
 
 class WebSocketStream:
     """An RFB byte stream over a Starlette WebSocket (binary frames)."""
@@ -150,7 +161,8 @@ class VncSession:
     """The VNC side of one session: its secrets, its viewers, the human-control lock and the taps."""
 
     def __init__(self, socket_path: Callable[[], Awaitable[Path]], *, takeover_timeout: float = 30.0,
-                 on_human_input: Callable[[], None] | None = None) -> None:
+                 on_human_input: Callable[[], None] | None = None,
+                 release_input: Callable[[], None] | None = None) -> None:
         self._socket_path = socket_path
         self.view_password = new_password()
         self.control_password = new_password()
@@ -161,6 +173,13 @@ class VncSession:
         self.viewers: dict[str, Viewer] = {}
         self.taps: list[Tap] = []
         self.on_human_input = on_human_input or (lambda: None)
+        # Releases every key and button X says is down (the desktop's Input.release_stray). A viewer that
+        # leaves with Shift or a button held leaves it held in X, since x11vnc releases nothing; so whenever
+        # the desktop changes hands, what the last person held is let go.
+        self.release_input = release_input or (lambda: None)
+        self._input_from: str | None = None  # the viewer whose input reached the desktop last
+        self._human_input_since_agent = False
+        self._changing_hands = asyncio.Lock()  # a person's first input waits for the release before it
         # x11vnc skips a PointerEvent at the position it last injected, assuming the pointer is still
         # there. After the agent (or a reset) moves the real pointer, that assumption is wrong, and a
         # person's click at that very spot would land where the agent left the pointer.
@@ -173,7 +192,17 @@ class VncSession:
         reason = self.control.agent_blocked()
         if reason is None:
             self._pointer_stale = True
+            if self._human_input_since_agent:  # handed back to the agent (disconnect, revoke, idle timeout)
+                self._human_input_since_agent = False
+                self._input_from = None
+                self._release()
         return reason
+
+    def _release(self) -> None:
+        try:
+            self.release_input()
+        except Exception:  # the desktop may be closing; a stuck key is not worth failing the caller for
+            log.warning("could not release the keys and buttons left held", exc_info=True)
 
     def pointer_moved_elsewhere(self) -> None:
         """Something other than a viewer moved the pointer (a reset)."""
@@ -229,6 +258,8 @@ class VncSession:
             done, pending = await asyncio.wait({down, up}, return_when=asyncio.FIRST_COMPLETED)
             for task in pending:
                 task.cancel()
+            if pending:  # let them end: the upstream reader is read again below, and only one may wait on it
+                await asyncio.wait(pending)
             for task in done:
                 exc = task.exception()
                 if exc is not None and not isinstance(exc, EOFError | asyncio.CancelledError):
@@ -238,6 +269,12 @@ class VncSession:
         finally:
             self.viewers.pop(viewer.id, None)
             self.control.viewer_left(viewer.id)
+            if self._input_from == viewer.id:
+                async with self._changing_hands:
+                    await upstream.drain_to_close()  # x11vnc has injected all the viewer sent: then release
+                    await asyncio.to_thread(self._release)
+                    if self._input_from == viewer.id:
+                        self._input_from = None
             await upstream.close()
             await viewer_stream.close()
 
@@ -257,6 +294,12 @@ class VncSession:
                     if viewer.role != "control" or not self.control.human_input(viewer.id):
                         viewer.dropped_messages += 1
                         continue
+                    if self._input_from != viewer.id:
+                        async with self._changing_hands:  # after the last viewer's release, if it is leaving
+                            if self._input_from is not None:  # one person takes over from another
+                                await asyncio.to_thread(self._release)
+                    self._input_from = viewer.id
+                    self._human_input_since_agent = True
                     self.on_human_input()
                     for tap in list(self.taps):
                         try:

@@ -1,0 +1,325 @@
+"""Desktops for TRL's ``GRPOTrainer(environment_factory=...)``, with no glue.
+
+    from hci_envs.trl import TrlDesktopEnv, task_dataset
+    trainer = GRPOTrainer(model=..., train_dataset=task_dataset(), environment_factory=TrlDesktopEnv, ...)
+
+TRL makes instances as it needs them and reuses them; before each rollout it calls ``reset(**row)`` with the
+dataset row, offers the instance's public methods to the model as tools (their type hints and Google-style
+docstrings become the tool schemas), and scores each finished rollout with ``get_reward()``. Here:
+
+* the tools are generated from the action vocabulary (one per canonical action, typed, documented); a tool
+  that fails raises, so TRL counts it in its tool-failure metrics, and the model reads the error;
+* ``reset(**row)`` starts the row's ``task`` (an id of the server's suite, or a task spec) or its
+  ``instruction``; it returns the instruction (when the row carries no prompt) and the first screen;
+* ``get_reward()`` runs the task's checker on the server (where the answers are), or gives None (ignored by
+  TRL) for a row without a task;
+* every instance is a session of one server per configuration, started on first use (``hci-envs serve``
+  locally, or the one at ``url``), and every session and server is closed when the process exits (TRL closes
+  nothing).
+
+``TrlDesktopEnv.configure(...)`` makes a subclass with other settings (environment, apps, a server URL, text
+only for models without vision); :func:`environment_factories` makes the dict of TRL's multi-environment
+mode; :class:`AsyncTrlDesktopEnv` has the same tools as coroutines. Needs ``hci-envs[trl]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import inspect
+import io
+import json
+import secrets
+import threading
+import types
+import typing
+import weakref
+from typing import Any, ClassVar, get_args, get_origin
+
+from pydantic import BaseModel
+
+from .actions import ACTIONS
+from .client import HciEnvClient
+from .errors import ConfigError, HciEnvsError, error_from_dict
+
+#: Actions a model gets as tools by default: all but the low-level halves (mouse_down/up, key_down/up), which
+#: leave input held when a rollout ends mid-way, and screen_size, which the first screen tells.
+DEFAULT_TOOLS = ("screenshot", "mouse_move", "click", "drag", "scroll", "type_text", "key", "hold_key", "wait",
+                 "cursor_position", "clipboard_get", "clipboard_set")
+
+
+class ToolCallError(HciEnvsError):
+    """A tool call failed (bad arguments, an action the desktop refused): TRL counts it as a failed call."""
+
+    code = "TOOL_CALL_FAILED"
+
+
+# -- the tools, generated from the vocabulary --------------------------------------------------------------
+def _plain(hint: Any) -> Any:
+    """A type hint transformers' schema builder reads: no Annotated, no pydantic models (as dicts)."""
+    origin = get_origin(hint)
+    if origin is typing.Annotated:
+        return _plain(get_args(hint)[0])
+    if isinstance(hint, type) and issubclass(hint, BaseModel):
+        return dict
+    if origin in (typing.Union, types.UnionType):
+        args = tuple(_plain(a) for a in get_args(hint))
+        return typing.Union[args]  # noqa: UP007 - built from a tuple
+    if origin in (list, tuple) and get_args(hint):
+        args = tuple(_plain(a) for a in get_args(hint))
+        return list[args[0]] if origin is list else tuple[args]
+    return hint
+
+
+def _tool_signature(model: type[BaseModel]) -> tuple[inspect.Signature, str]:
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    lines = []
+    for name, info in model.model_fields.items():
+        if name == "type":
+            continue
+        default = inspect.Parameter.empty if info.is_required() else info.get_default(call_default_factory=True)
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                        annotation=_plain(info.annotation)))
+        description = " ".join((info.description or name.replace("_", " ")).split())
+        lines.append(f"    {name}: {description}")
+    doc = inspect.cleandoc(model.__doc__ or model.__name__).split("\n\n")[0]
+    if lines:
+        doc += "\n\nArgs:\n" + "\n".join(lines)
+    return inspect.Signature(params, return_annotation=Any), doc
+
+
+def _make_tool(name: str, asynchronous: bool) -> Any:
+    model = ACTIONS[name]
+    signature, doc = _tool_signature(model)
+
+    if asynchronous:
+        async def tool(self: TrlDesktopEnv, **arguments: Any) -> Any:
+            return await asyncio.to_thread(self._call, name, arguments)
+    else:
+        def tool(self: TrlDesktopEnv, **arguments: Any) -> Any:
+            return self._call(name, arguments)
+
+    tool.__name__ = tool.__qualname__ = name
+    tool.__doc__ = doc
+    tool.__signature__ = signature  # type: ignore[attr-defined]
+    tool.__annotations__ = {p.name: p.annotation for p in signature.parameters.values() if p.name != "self"}
+    tool.__annotations__["return"] = Any
+    return tool
+
+
+# -- one server per configuration, for every instance -------------------------------------------------------
+class _Server:
+    """A server shared by the instances of one configuration: started on first use, stopped at exit."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.url: str | None = config.get("url")
+        self.control_token: str | None = config.get("control_token")
+        self.provider: Any = None
+        self.clients: weakref.WeakSet[HciEnvClient] = weakref.WeakSet()
+        self.lock = threading.Lock()
+
+    def client(self) -> HciEnvClient:
+        with self.lock:
+            if self.url is None:
+                from .providers import LocalProvider
+
+                self.control_token = secrets.token_urlsafe(32)
+                # +1: the server's default session counts too (it stays without a desktop: lazy)
+                options = {"max_sessions": self.config["max_sessions"] + 1, "lazy_default_session": True,
+                           "control_token": self.control_token, **self.config.get("serve", {})}
+                if self.config.get("apps"):
+                    options["apps"] = self.config["apps"]
+                self.provider = LocalProvider(self.config["env"], **options)
+                self.url = self.provider.start(timeout=120, headers={"Authorization": f"Bearer {self.control_token}"})
+            client = HciEnvClient(self.url, timeout=self.config["timeout"], control_token=self.control_token)
+            self.clients.add(client)
+        return client.connect()
+
+    def close(self) -> None:
+        with self.lock:
+            for client in list(self.clients):
+                try:
+                    client.close()
+                except Exception:  # noqa: BLE001 - closing at exit: the server goes next anyway
+                    pass
+            if self.provider is not None:
+                self.provider.stop()
+                self.provider, self.url = None, self.config.get("url")
+
+
+_servers: dict[str, _Server] = {}
+_servers_lock = threading.Lock()
+
+
+def _server(config: dict[str, Any]) -> _Server:
+    key = json.dumps(config, sort_keys=True, default=str)
+    with _servers_lock:
+        if key not in _servers:
+            _servers[key] = _Server(config)
+        return _servers[key]
+
+
+@atexit.register
+def close_all() -> None:
+    """Close every session and stop every server this process started (TRL never closes environments)."""
+    with _servers_lock:
+        servers = list(_servers.values())
+    for server in servers:
+        server.close()
+
+
+# -- the environment ---------------------------------------------------------------------------------------
+class TrlDesktopEnv:
+    """One desktop (a session of a shared server) for each rollout TRL runs at once; see the module."""
+
+    #: The configuration; change it with :meth:`configure`.
+    config: ClassVar[dict[str, Any]] = {
+        "env": "workstation", "apps": None, "url": None, "control_token": None, "max_sessions": 8,
+        "timeout": 120.0, "images": True, "serve": {},
+    }
+    _asynchronous: ClassVar[bool] = False
+
+    def __init_subclass__(cls, tools: tuple[str, ...] | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if tools is not None:
+            cls._install_tools(tools)
+
+    @classmethod
+    def _install_tools(cls, names: tuple[str, ...]) -> None:
+        unknown = [n for n in names if n not in ACTIONS]
+        if unknown:
+            raise ConfigError(f"no action named {', '.join(unknown)}; the actions are {', '.join(ACTIONS)}",
+                              field="tools")
+        for name in ACTIONS:  # a subclass may offer fewer tools than its base: hide the others
+            if name not in names and name in dir(cls):
+                setattr(cls, name, None)
+        for name in names:
+            setattr(cls, name, _make_tool(name, cls._asynchronous))
+
+    @classmethod
+    def configure(cls, name: str | None = None, *, env: str | None = None, apps: list[str] | None = None,
+                  url: str | None = None, control_token: str | None = None, max_sessions: int | None = None,
+                  images: bool | None = None, tools: tuple[str, ...] | None = None, timeout: float | None = None,
+                  **serve: Any) -> type[TrlDesktopEnv]:
+        """A subclass with other settings: ``env`` (an installed environment, ``module:Class`` or
+        ``file.py:Class``), ``apps`` (commands started on the desktop), ``url`` and ``control_token`` (use that
+        server instead of starting one), ``max_sessions`` (the most rollouts at once), ``images`` (False: text
+        results only, for models without vision), ``tools`` (action names), and any other ``serve`` option
+        (``size=(1024, 768)``, ``tasks="my_tasks.jsonl"``)."""
+        given = {"env": env, "apps": apps, "url": url, "control_token": control_token, "max_sessions": max_sessions,
+                 "images": images, "timeout": timeout}
+        config = {**cls.config, **{k: v for k, v in given.items() if v is not None}}
+        config["serve"] = {**cls.config["serve"], **serve}
+        return types.new_class(name or cls.__name__, (cls,), {"tools": tools},
+                               lambda ns: ns.update({"config": config, "__module__": cls.__module__}))
+
+    def __init__(self) -> None:
+        self._client = _server(self.config).client()
+        self._lock = threading.Lock()
+        self._task: Any = None
+
+    # -- what TRL calls ------------------------------------------------------------------------------
+    def reset(self, **row: Any) -> str | list[dict[str, Any]] | None:
+        """Called by the trainer before each rollout with the dataset row (never by the model)."""
+        task, instruction = row.get("task"), row.get("instruction")
+        with self._lock:
+            result = self._client.reset(task=task) if task is not None else self._client.reset()
+        self._task = task
+        obs = result.observation
+        if instruction is None and task is not None:
+            instruction = (obs.metadata or {}).get("task", {}).get("instruction")
+        text = instruction if instruction and "prompt" not in row else ""
+        content = self._content(text, obs)
+        # TRL appends a string to the prompt's last message as it is: keep the two apart
+        return "\n\n" + content if isinstance(content, str) else content
+
+    def get_reward(self) -> float | None:
+        """The task's score from its checker (on the server); None without a task (TRL ignores it)."""
+        if self._task is None:
+            return None
+        with self._lock:
+            return float(self._client.score()["score"])
+
+    # -- tools -------------------------------------------------------------------------------------------
+    def _call(self, tool: str, arguments: dict[str, Any]) -> Any:
+        with self._lock:
+            result = self._client.step({"tool": tool, "arguments": arguments})
+        obs = result.observation
+        if obs.error:
+            raise error_from_dict(obs.error) if isinstance(obs.error, dict) and obs.error.get("code") \
+                else ToolCallError(str(obs.error))
+        text = obs.text or f"{tool}: done"  # what the recorder keeps as an agent action's result, for SFT data
+        if result.done:
+            text += "\nThe episode has ended."
+        return self._content(text, obs)
+
+    def _content(self, text: str, obs: Any) -> str | list[dict[str, Any]] | None:
+        shot = getattr(obs, "screenshot", None)
+        if not self.config["images"] or shot is None:
+            return text.strip() or None
+        if shot.scale != 1.0:
+            text += f"\n(screen shown at scale {shot.scale:g}: pass scale={shot.scale:g} with coordinates read off it)"
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": text.strip()}] if text.strip() else []
+        blocks.append({"type": "image", "image": _image(shot)})
+        return blocks
+
+
+def _image(shot: Any) -> Any:
+    from .errors import require
+
+    image_module = require("PIL.Image", "trl", "screenshots as TRL image blocks")
+    image = image_module.open(io.BytesIO(shot.bytes()))
+    image.load()
+    return image.convert("RGB")
+
+
+class AsyncTrlDesktopEnv(TrlDesktopEnv):
+    """The same tools as coroutines: TRL gathers a rollout's async tool calls instead of running them one by
+    one (the calls of one desktop still run in order, on a worker thread)."""
+
+    _asynchronous = True
+
+
+TrlDesktopEnv._install_tools(DEFAULT_TOOLS)
+AsyncTrlDesktopEnv._install_tools(DEFAULT_TOOLS)
+
+
+def tool_schemas(env_class: type[TrlDesktopEnv] | None = None) -> list[dict[str, Any]]:
+    """The tools of ``env_class`` as TRL shows them to the model (transformers' ``get_json_schema`` of each tool
+    method, in TRL's order): what an SFT dataset must carry for its conversations to match GRPO's prompts."""
+    from .errors import require
+
+    get_json_schema = require("transformers.utils", "trl", "tool schemas as TRL renders them").get_json_schema
+    cls = env_class or TrlDesktopEnv
+    return [get_json_schema(fn) for name, fn in inspect.getmembers(cls, predicate=inspect.isfunction)
+            if not name.startswith("_") and name not in ("reset", "get_reward")]
+
+
+def environment_factories(**configurations: dict[str, Any]) -> dict[str, type[TrlDesktopEnv]]:
+    """TRL's multi-environment mode: ``{name: environment class}`` from ``name=dict(configure options)``; each
+    dataset row picks one with its ``environment`` column."""
+    if not configurations:
+        raise ConfigError("name at least one environment: environment_factories(editor={'apps': ['mousepad']})")
+    return {name: TrlDesktopEnv.configure(f"TrlDesktopEnv_{name}", **options) for name, options in configurations.items()}
+
+
+def task_dataset(tasks: Any = None, *, repeat: int = 1, environment: str | None = None) -> Any:
+    """A TRL dataset of tasks: one row per task (``repeat`` times), with the instruction as the prompt and the
+    task's id in ``task`` (the answers stay on the server). ``tasks``: a task file or folder, or TaskSpecs;
+    default the built-in suite (readable by the server's user only, as this process must then be)."""
+    from .errors import require
+    from .tasks import BUILTIN, load_tasks
+
+    datasets = require("datasets", "trl", "building a task dataset")
+    specs = load_tasks(tasks or BUILTIN) if tasks is None or isinstance(tasks, str) or hasattr(tasks, "is_dir") \
+        else list(tasks)
+    rows = []
+    for _ in range(repeat):
+        for spec in specs:
+            row = {"prompt": [{"role": "user", "content": spec.instruction}], "task": spec.id}
+            if environment is not None:
+                row["environment"] = environment
+            rows.append(row)
+    return datasets.Dataset.from_list(rows)
+

@@ -1,0 +1,201 @@
+"""TRL with no glue: episodes become SFT data, and GRPOTrainer drives desktops through the shipped class.
+
+The whole loop runs for real: the oracle solves a built-in task while the recorder writes its episode;
+``hci-envs export --format sft`` turns it into a chat dataset of tool calls; TRL's SFTTrainer teaches a tiny model
+built here (no Hub) to make those calls; then TRL's GRPOTrainer trains it for two steps with
+``environment_factory=TrlDesktopEnv``: the model's tool calls act on real desktops and the task's checker,
+run on the server, is the reward.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import need
+
+TASK = "term-hello"
+
+
+def need_trl() -> None:
+    try:
+        import transformers  # noqa: F401
+        import trl  # noqa: F401
+    except ImportError as exc:
+        need(False, f"TRL ({exc}); pip install 'hci-envs[trl]'")
+
+
+@pytest.fixture(scope="module")
+def episodes(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The oracle's episode of one built-in task, recorded by the World."""
+    from conftest import need_programs
+
+    from hci_envs.tasks import BUILTIN, OracleAgent, World, load_tasks
+
+    need_programs("Xvfb", "xterm")
+    out = tmp_path_factory.mktemp("episodes")
+    tasks = [t for t in load_tasks(BUILTIN) if t.id == TASK]
+    with World(tasks, record_dir=out) as world:
+        report = world.run(OracleAgent(), progress=False)
+    assert report.results[0].success, report.results[0]
+    return out
+
+
+def export(episodes: Path, out: Path, *extra: str) -> object:
+    import datasets
+
+    cli = Path(sys.executable).parent / "hci-envs"
+    done = subprocess.run([str(cli), "export", str(episodes), "--format", "sft", "--out", str(out), *extra],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "wrote 1 conversations" in done.stdout
+    return datasets.Dataset.from_parquet(str(out))
+
+
+def test_episodes_export_as_chat_data_with_tool_calls_and_screens(episodes, tmp_path):
+    need_trl()
+    from hci_envs.recorders import load_episode
+    from hci_envs.tasks import BUILTIN, load_tasks
+    from hci_envs.trl import tool_schemas
+
+    episode = load_episode(next(episodes.iterdir()))
+    instruction = next(t.instruction for t in load_tasks(BUILTIN) if t.id == TASK)
+    data = export(episodes, tmp_path / "sft.parquet")
+    row = data[0]
+    messages = row["messages"]
+    assert messages[0]["role"] == "user" and messages[0]["content"][0] == {"type": "text", "text": instruction}
+    calls = [m["tool_calls"][0]["function"] for m in messages if m["role"] == "assistant"]
+    assert calls == [{"name": a["action"]["type"], "arguments": {k: v for k, v in a["action"].items() if k != "type"}}
+                     for a in episode.actions]
+    assert [m["name"] for m in messages if m["role"] == "tool"] == [c["name"] for c in calls]
+    blocks = sum(1 for m in messages if isinstance(m["content"], list) for b in m["content"] if b["type"] == "image")
+    assert blocks == len(row["images"]) >= 2 and row["images"][0].size == (1280, 800)
+    assert json.loads(row["tools"]) == tool_schemas()
+
+    text_only = export(episodes, tmp_path / "text.parquet", "--images", "none")[0]
+    assert "images" not in text_only and all(isinstance(m["content"], str) for m in text_only["messages"])
+
+
+def test_grpo_trains_on_desktops_through_the_shipped_environment(episodes, tmp_path):
+    need_trl()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    import tiny_lm
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer, SFTConfig, SFTTrainer
+
+    from hci_envs.trl import TrlDesktopEnv, close_all, task_dataset
+
+    # 1. the oracle's episode, as text-only chat data (the tiny model has no vision)
+    tools = ("type_text", "wait")  # the oracle's actions: a short prompt keeps the tiny model's training short
+    sft = export(episodes, tmp_path / "sft.parquet", "--images", "none", "--tools", ",".join(tools))
+    sft = sft.remove_columns("episode")
+    model_dir = tiny_lm.build(tmp_path / "model", list(sft))
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+
+    # 2. SFT: the tiny model learns to make the oracle's tool calls
+    common = dict(use_cpu=True, bf16=False, report_to="none", save_strategy="no", seed=0, dataloader_num_workers=0)
+    sft_trainer = SFTTrainer(
+        model=AutoModelForCausalLM.from_pretrained(model_dir), processing_class=tokenizer,
+        train_dataset=sft.select([0] * 8),
+        args=SFTConfig(output_dir=str(tmp_path / "sft"), max_steps=120, learning_rate=5e-3,
+                       per_device_train_batch_size=8, logging_steps=50, max_length=4096, **common))
+    sft_trainer.train()
+    sft_trainer.save_model(str(tmp_path / "sft-model"))
+    tokenizer.save_pretrained(tmp_path / "sft-model")
+
+    # 3. GRPO on desktops: the shipped class, its tools, its reward (the task's checker)
+    class KeepLogs(TrainerCallback):
+        logs: list[dict] = []
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            self.logs.append(dict(logs or {}))
+
+    Desktop = TrlDesktopEnv.configure("Desktop", images=False, max_sessions=4, tools=tools)
+    keep = KeepLogs()
+    try:
+        trainer = GRPOTrainer(
+            model=AutoModelForCausalLM.from_pretrained(tmp_path / "sft-model"),
+            processing_class=AutoTokenizer.from_pretrained(tmp_path / "sft-model"),
+            train_dataset=task_dataset(tasks=[t for t in _tasks() if t.id == TASK], repeat=4),
+            environment_factory=Desktop, callbacks=[keep],
+            args=GRPOConfig(output_dir=str(tmp_path / "grpo"), max_steps=2, per_device_train_batch_size=4,
+                            num_generations=2, max_completion_length=384, max_tool_calling_iterations=4,
+                            learning_rate=1e-5, logging_steps=1, activation_checkpointing=False, **common),
+        )
+        trainer.train()
+    finally:
+        close_all()
+    assert trainer.state.global_step == 2
+    steps = [log for log in keep.logs if "rewards/Desktop/mean" in log]
+    assert len(steps) == 2, keep.logs
+    assert all(log["tools/call_frequency"] > 0 for log in steps), steps  # the model's calls ran on desktops
+    assert max(log["rewards/Desktop/mean"] for log in steps) > 0, steps  # and the checker saw their effect
+    assert any(log["loss"] != 0 for log in steps), steps  # rewards differed within a group: a real gradient
+
+
+def _tasks() -> list:
+    from hci_envs.tasks import BUILTIN, load_tasks
+
+    return load_tasks(BUILTIN)
+
+
+def test_the_environment_class_without_a_trainer(x11):
+    """What TRL calls, called directly: typed tools generated from the vocabulary, image blocks, errors that
+    raise (TRL counts them as failed calls), the checker as reward, async tools, and the multi-environment dict."""
+    need_trl()
+    import asyncio
+    import inspect
+
+    from transformers.utils import get_json_schema
+
+    from hci_envs.actions import ACTIONS
+    from hci_envs.errors import InvalidActionError
+    from hci_envs.trl import DEFAULT_TOOLS, AsyncTrlDesktopEnv, TrlDesktopEnv, close_all, environment_factories
+
+    tools = [n for n, _ in inspect.getmembers(TrlDesktopEnv, predicate=inspect.isfunction)
+             if not n.startswith("_") and n not in ("reset", "get_reward")]
+    assert sorted(tools) == sorted(DEFAULT_TOOLS) and set(tools) <= set(ACTIONS)
+    click = get_json_schema(TrlDesktopEnv.click)["function"]
+    assert click["parameters"]["properties"]["button"]["enum"] == ["left", "right", "middle"]
+    assert "x" not in click["parameters"].get("required", []) and click["description"].startswith("Click")
+
+    Small = TrlDesktopEnv.configure("Small", max_sessions=2, size=(800, 600))  # a task brings its own size
+    try:
+        env = Small()
+        first = env.reset(task=TASK)  # no prompt in the row: the instruction comes with the screen
+        assert first[0]["type"] == "text" and "hello.txt" in first[0]["text"]
+        assert first[-1]["type"] == "image" and first[-1]["image"].size == (1280, 800)
+        assert env.reset(task=TASK, prompt=[{"role": "user", "content": "x"}])[0]["type"] == "image"
+        assert env.get_reward() == 0.0
+        answer = env.type_text(text="echo hello world > hello.txt\n")
+        assert answer[0]["text"].startswith("typed") and answer[1]["image"].size == (1280, 800)
+        with pytest.raises(InvalidActionError, match="x"):
+            env.click(x=5000, y=10)
+        assert wait_for(lambda: env.get_reward() == 1.0)
+        plain = env.reset(instruction="anything")  # no task: the configured desktop, and no reward (TRL skips it)
+        assert plain[0]["text"] == "anything" and plain[-1]["image"].size == (800, 600)
+        assert env.get_reward() is None
+
+        async_env = AsyncTrlDesktopEnv.configure("AsyncSmall", images=False, max_sessions=2)()
+        async_env.reset(task=TASK)
+        assert inspect.iscoroutinefunction(type(async_env).type_text)
+        assert asyncio.run(async_env.type_text(text="echo hello world > hello.txt\n")).startswith("typed")
+        assert wait_for(lambda: async_env.get_reward() == 1.0)
+
+        factories = environment_factories(terminal={"tools": ("type_text", "key")}, editor={"apps": ["mousepad"]})
+        assert set(factories) == {"terminal", "editor"} and factories["terminal"] is not factories["editor"]
+        assert factories["terminal"].type_text is not None and factories["terminal"].click is None
+        assert factories["editor"].config["apps"] == ["mousepad"]
+    finally:
+        close_all()
+
+
+def wait_for(predicate, seconds: float = 10.0) -> bool:
+    from helpers import wait_until
+
+    return wait_until(predicate, seconds)
