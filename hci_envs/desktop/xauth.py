@@ -91,8 +91,15 @@ class ProcessAuthority:
 
     def remove(self, display_number: int) -> None:
         with self._lock:
-            if self._cookies.pop(display_number, None) is not None:
+            if self._cookies.pop(display_number, None) is None:
+                return
+            if self._cookies:
                 self._flush()
+            elif self._path is not None:
+                # The last display is gone: so is the folder. atexit alone does not do: uvicorn ends a server
+                # on SIGTERM by raising the signal again once it has shut down, and then no atexit runs.
+                shutil.rmtree(self._path.parent, ignore_errors=True)
+                self._path = None
 
     def _flush(self) -> None:
         data = b"".join(_entry(str(n), c) for n, c in sorted(self._cookies.items()))
