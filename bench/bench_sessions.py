@@ -17,20 +17,10 @@ import time
 from pathlib import Path
 
 import httpx
-from common import Report, measure
+from common import Report, measure, pss_kib
 from websockets.sync.client import connect
 
 from helpers import ANIMATE, ServerProcess, descendants
-
-
-def pss_kib(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 def cmdline(pid: int) -> str:

@@ -16,6 +16,17 @@ sys.path.insert(0, str(ROOT / "tests"))
 RESULTS = ROOT / "bench" / "results"
 
 
+def pss_kib(pid: int) -> int:
+    """A process's proportional set size in KiB (its share of pages it shares with others); 0 if it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     if not ordered:

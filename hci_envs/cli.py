@@ -78,6 +78,7 @@ def serve(args: argparse.Namespace) -> int:
         observation["settle"] = args.settle
     if observation:
         env_kwargs["observation"] = observation
+    env_kwargs["spare"] = True if args.spare is None else args.spare
     control_token, agent_token = _secret_options(args)
     sock = _bind(args.host, args.port)
     port = sock.getsockname()[1]
@@ -185,7 +186,8 @@ def _print_ready(server: Any, out: Any) -> None:
     lines.append(f"  {'MCP endpoint:':<18}{server.mcp_url(session)}")
     other = "code" if session.mode == "tools" else "tools"
     lines.append(f"  {'MCP (' + ('CodeAct' if other == 'code' else 'tools') + '):':<18}{server.mcp_url(session, other)}")
-    for label, key in (("VNC (control)", "vnc_url"), ("VNC (view only)", "vnc_view_url"), ("VNC native", "vnc_native")):
+    for label, key in (("VNC (control)", "vnc_url"), ("VNC (view only)", "vnc_view_url"), ("VNC native", "vnc_native"),
+                       ("record demos", "collect_url")):
         value = session.env.session_info.get(key)
         if value:
             lines.append(f"  {label + ':':<18}{value}")
@@ -249,6 +251,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--settle", action=argparse.BooleanOptionalAction, default=_env_flag("HCI_ENVS_SETTLE"),
                    help="a step's observation waits until the screen shows the action's effect (default: on; "
                         "or HCI_ENVS_SETTLE=0/1)")
+    p.add_argument("--spare", action=argparse.BooleanOptionalAction, default=_env_flag("HCI_ENVS_SPARE"),
+                   help="each session keeps the next episode's desktop prepared in the background, so that a "
+                        "reset swaps it in (default: on; it costs one more desktop per session; or "
+                        "HCI_ENVS_SPARE=0/1)")
     p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
     p.add_argument("--exit-with-stdin", action="store_true", help=argparse.SUPPRESS)
 

@@ -5,9 +5,10 @@
         result = env.step({"type": "click", "x": 100, "y": 200})
         image = result.observation.screenshot.to_pil()
 
-Each client connection is one session: its own desktop, closed with the client. ``state()`` tells the
-session's MCP URL and agent token, for handing the desktop to an agent. Imports with the light install
-(pydantic, httpx, websockets, python-xlib for key names): no X server or server packages.
+Each client connection is one session: its own desktop, closed with the client; or, with ``session_id``, the
+connection attaches to a session that outlives it (``"default"``, or one made with ``POST /sessions``).
+``state()`` tells the session's MCP URL and agent token, for handing the desktop to an agent. Imports with the
+light install (pydantic, httpx, websockets, python-xlib for key names): no X server or server packages.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from pydantic import BaseModel
 
@@ -40,7 +42,9 @@ class StepResult:
         return self.observation.screenshot
 
 
-def ws_url(base_url: str) -> str:
+def ws_url(base_url: str, session_id: str | None = None) -> str:
+    """The ``/ws`` URL of a server; with ``session_id``, the socket attaches to that session (it outlives the
+    socket) instead of getting a desktop of its own."""
     url = base_url.rstrip("/")
     if url.startswith("https://"):
         url = "wss://" + url[8:]
@@ -48,7 +52,7 @@ def ws_url(base_url: str) -> str:
         url = "ws://" + url[7:]
     elif not url.startswith(("ws://", "wss://")):
         url = "ws://" + url
-    return url + "/ws"
+    return url + "/ws" + (f"?session_id={quote(session_id, safe='')}" if session_id else "")
 
 
 def _payload(action: Any) -> Any:
@@ -102,8 +106,9 @@ class ClientBase:
     async clients only carry messages (a WebSocket per client, HTTP for the snapshot route)."""
 
     def __init__(self, base_url: str, *, control_token: str | None = None, timeout: float = DEFAULT_TIMEOUT,
-                 provider: Any = None) -> None:
+                 provider: Any = None, session_id: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
+        self.session_id = session_id
         self.control_token = control_token
         self.timeout = timeout
         self.provider = provider
@@ -176,7 +181,7 @@ class ClientBase:
                 "proxy": None, "compression": None}
 
     def _connect_error(self, exc: Exception) -> TransportError:
-        return TransportError(f"cannot connect to {ws_url(self.base_url)}: {exc}")
+        return TransportError(f"cannot connect to {ws_url(self.base_url, self.session_id)}: {exc}")
 
     def _broken(self, exc: Exception) -> TransportError:
         return TransportError(f"the connection to {self.base_url} broke: {exc}")
@@ -226,7 +231,7 @@ class HciEnvClient(ClientBase):
         if self._ws is None:
             try:
                 # entered as a context manager, as websockets asks, and left in _drop()
-                self._ws = connect(ws_url(self.base_url), **self._connect_kwargs()).__enter__()
+                self._ws = connect(ws_url(self.base_url, self.session_id), **self._connect_kwargs()).__enter__()
             except Exception as exc:
                 raise self._connect_error(exc) from exc
         return self
@@ -357,7 +362,7 @@ class AsyncHciEnvClient(ClientBase):
         self._check_open()
         if self._ws is None:
             try:
-                self._ws = await connect(ws_url(self.base_url), **self._connect_kwargs()).__aenter__()
+                self._ws = await connect(ws_url(self.base_url, self.session_id), **self._connect_kwargs()).__aenter__()
             except Exception as exc:
                 raise self._connect_error(exc) from exc
         return self

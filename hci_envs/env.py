@@ -38,8 +38,9 @@ from .errors import (
     ModeError,
     UnknownToolError,
 )
-from .homes import DEFAULT_MAX_SNAPSHOT_BYTES, HomeStore, check_snapshot_name
+from .homes import DEFAULT_MAX_SNAPSHOT_BYTES, check_snapshot_name
 from .protocol import EnvState, ImageData, Mode, Observation, ObservationSpec, StartState
+from .spare import DesktopParts, SpareDesktop
 from .steps import CallToolAction, CodeAction, ListToolsAction, ToolCall, parse_step_item
 from .tools import ToolOutput, ToolSpec
 
@@ -96,6 +97,7 @@ class DesktopEnvironment(EnvironmentTools):
         max_agent_processes: int = 0,
         max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES,
         desktop: str | DesktopFactory | None = None,
+        spare: bool = False,
     ) -> None:
         state = start_state if start_state is not None else type(self).start_state
         if mode not in ("simulation", "production"):
@@ -112,7 +114,8 @@ class DesktopEnvironment(EnvironmentTools):
         self.session_info: dict[str, Any] = {}
         #: Returns why agent input is refused right now (a person holds the desktop), or None.
         self.input_blocked: Callable[[], str | None] = lambda: None
-        #: Called with "reset" after every reset (services such as VNC keep per-episode state).
+        #: Called with "reset" after every reset (services such as VNC keep per-episode state), and before it
+        #: with "desktop" when the reset brought another desktop (the spare, or a new display).
         self.listeners: list[Callable[[str], Any]] = []
         self.episode = Episode()
         self._lock = threading.RLock()
@@ -120,15 +123,12 @@ class DesktopEnvironment(EnvironmentTools):
         #: Whether the agent side runs as an account of its own ("uid") or as this process's user ("none").
         self.isolation = resolve_isolation(isolation)
         self.max_agent_processes = max_agent_processes
-        self._lease = self.isolation.lease()
+        parts = DesktopParts.new(self.isolation, max_snapshot_bytes)
+        self._lease, self.homes = parts.lease, parts.homes
         #: The agent account of this environment (None without isolation); every process of it ends at reset.
-        self.account = self._lease.account if self._lease is not None else None
-        try:
-            self.homes = HomeStore(self.account, max_snapshot_bytes=max_snapshot_bytes)
-        except BaseException:
-            if self._lease is not None:
-                self._lease.release()
-            raise
+        self.account = parts.account
+        #: The next episode's desktop, prepared in the background (see :mod:`hci_envs.spare`), or None.
+        self.spare = SpareDesktop(self._prepare_spare) if spare else None
 
     @classmethod
     def _declare(cls, state: StartState | dict[str, Any]) -> StartState:
@@ -183,7 +183,8 @@ class DesktopEnvironment(EnvironmentTools):
         return EnvState(
             episode_id=e.id, step_count=e.step_count, screen_width=self.declared_state.width,
             screen_height=self.declared_state.height, mode=self.mode, done=e.done,
-            truncated_reason=e.truncated_reason, isolation=self.isolation.mode, **self.session_info,
+            truncated_reason=e.truncated_reason, isolation=self.isolation.mode,
+            spare=self.spare.status() if self.spare is not None else None, **self.session_info,
         )
 
     # -- the model's way in ----------------------------------------------------------------------------
@@ -271,7 +272,8 @@ class DesktopEnvironment(EnvironmentTools):
             raise ConfigError(f"start_state: {format_validation_error(exc)}") from None
 
     def _rebuild(self, *, seed: int | None, episode_id: str | None, snapshot: str | None) -> Observation:
-        """Bring the desktop to the start state: the same display warm when it can be kept, else a new one."""
+        """Bring the desktop to the start state: the spare swapped in when one is ready for it, else the same
+        display warm when it can be kept, else a new one."""
         from .executor import Executor
 
         source = self.homes.snapshot_path(snapshot) if snapshot is not None else None
@@ -279,35 +281,71 @@ class DesktopEnvironment(EnvironmentTools):
         if self.episode.started:
             self._session_end_hook()
         self._close_code_runner()
-        desktop = self.desktop
-        reuse = desktop is not None and desktop.can_reuse(s)
-        # Every process of the agent ends before its home is touched: nothing may race the restore.
-        if reuse:
-            desktop.end_agent_side()
-        elif desktop is not None:
-            desktop.close()
-            self.desktop = None
-        self.homes.restore(source if source is not None else s.home_template)
-        if reuse:
-            desktop.restart_session(s)
-            self.executor.interrupt.clear()
+        current = DesktopParts(self.desktop, self.homes, self._lease)
+        spare = self.spare.take(s) if self.spare is not None and source is None else None
+        if spare is not None:
+            # The episode's agent ends now (not in the background): nothing of it may outlive the reset.
+            if current.desktop is not None:
+                current.desktop.end_agent_side()
+                # The retired display stays up (it becomes the next spare): what the agent opened on it, such
+                # as access for every local user (``xhost +``), closes now too, not when it is prepared again.
+                with contextlib.suppress(DesktopDiedError):
+                    current.desktop.input.restore_access_control()
+            spare.homes.adopt_snapshots(current.homes)
+            parts = spare
         else:
-            desktop = self.make_desktop(s, home=str(self.home), account=self.account,
-                                        max_processes=self.max_agent_processes)
-            desktop.start()
-            self.desktop = desktop
+            parts = self._bring_up(current, s, source)
+        old_desktop = self.desktop
+        self.desktop, self.homes, self._lease, self.account = parts.desktop, parts.homes, parts.lease, parts.account
+        desktop = self.desktop
+        if self.executor is None:
             self.executor = Executor(desktop, paste_keys=self.paste_keys)
             self.executor.input_blocked = lambda: self.input_blocked()
+        else:
+            self.executor.use(desktop)
         if s.clipboard is not None:
             desktop.events.set_clipboard(s.clipboard)
         self.episode.started = True
         self.episode.begin(seed, episode_id)
         self.on_session_start(desktop)
-        for listener in list(self.listeners):
-            listener("reset")
+        if desktop is not old_desktop:
+            self._notify("desktop")  # viewers of the old display must come over to this one
+        self._notify("reset")
         self.episode.pristine = True
         self.episode.pristine_home = self.homes.fingerprint()
+        if self.spare is not None:
+            self.spare.want(s, recycled=current if spare is not None else None)
         return self._observe(text="reset")
+
+    def _bring_up(self, parts: DesktopParts, state: StartState, source: Path | None) -> DesktopParts:
+        """Bring ``parts`` to ``state`` (home from ``source`` or the template): the same display warm when it
+        can be kept, else a new one. Used on the reset path and, in the background, for the spare."""
+        desktop = parts.desktop
+        reuse = desktop is not None and desktop.can_reuse(state)
+        # Every process of the agent ends before its home is touched: nothing may race the restore.
+        if reuse:
+            desktop.end_agent_side()
+        elif desktop is not None:
+            desktop.close()
+            parts.desktop = None
+        parts.homes.restore(source if source is not None else state.home_template)
+        if reuse:
+            desktop.restart_session(state)
+        else:
+            desktop = self.make_desktop(state, home=str(parts.homes.path), account=parts.account,
+                                        max_processes=self.max_agent_processes)
+            desktop.start()
+            parts.desktop = desktop
+        return parts
+
+    def _prepare_spare(self, parts: DesktopParts | None, state: StartState) -> DesktopParts:
+        if parts is None:  # a second account: the spare's apps must not be this episode's
+            parts = DesktopParts.new(self.isolation, self.homes.max_snapshot_bytes)
+        return self._bring_up(parts, state, None)
+
+    def _notify(self, event: str) -> None:
+        for listener in list(self.listeners):
+            listener(event)
 
     def mark_touched(self) -> None:
         """Something acted on the desktop (a tool call, a step, a human): the next reset must rebuild it."""
@@ -476,13 +514,11 @@ class DesktopEnvironment(EnvironmentTools):
                 self._session_end_hook()
             self._close_code_runner()
             try:
-                if self.desktop is not None:
-                    self.desktop.close()
-                    self.desktop = None
-                self.homes.close()
+                if self.spare is not None:
+                    self.spare.close()
             finally:
-                if self._lease is not None:
-                    self._lease.release()
+                DesktopParts(self.desktop, self.homes, self._lease).close()
+                self.desktop = None
 
     def __enter__(self) -> DesktopEnvironment:
         return self

@@ -15,6 +15,7 @@ frame) and back (the client raises the matching class), so the same failure read
     ├── DesktopError                the virtual desktop itself failed
     │   ├── DisplayStartError       Xvfb, the window manager or an app did not come up
     │   ├── DesktopDiedError        the display died under a running episode (truncates it)
+    │   ├── DesktopLostError        a pooled desktop's node or actor is gone (hci_envs.cluster)
     │   └── MissingDependencyError  a system program or optional package is not installed
     ├── EnvironmentStateError       the call does not fit the episode's state (step before reset, after close)
     ├── SessionError                session bookkeeping on a server
@@ -30,10 +31,13 @@ frame) and back (the client raises the matching class), so the same failure read
     ├── SnapshotError               a snapshot could not be taken (too large, disk full)
     ├── TaskFormatError             a task file is malformed (hci_envs.tasks; also a ValueError)
     ├── EpisodeFormatError          an episode folder is malformed (recorders; also a ValueError)
+    ├── VideoError                  an episode's video could not be made (recorders)
     ├── EnvCheckError               an environment breaks the contract (hci_envs.checks; an AssertionError)
     ├── RfbError                    a VNC peer broke the RFB protocol (hci_envs.vnc)
     ├── TransportError              the server could not be reached or broke the protocol
-    └── ProviderError               a provider could not start or reach its server
+    ├── ProviderError               a provider could not start or reach its server
+    └── PoolError                   a desktop pool could not start, or was handed what it does not own
+        └── NoDesktopReadyError     no desktop became ready to claim in time (hci_envs.cluster)
 
 Each class registers its ``code`` when it is defined (``__init_subclass__``), so a client rebuilds the very
 class a server raised, and a code names one class only. How a code travels (HTTP status, OpenEnv WebSocket
@@ -129,6 +133,13 @@ class DesktopDiedError(DesktopError):
     code = "DESKTOP_DIED"
 
 
+class DesktopLostError(DesktopError):
+    """A desktop of a :class:`hci_envs.cluster.DesktopPool` is gone with its node or its actor: the episode on it
+    is over, and the pool is already starting a replacement (claim another). ``node_id`` names the Ray node."""
+
+    code = "DESKTOP_LOST"
+
+
 class MissingDependencyError(DesktopError, ImportError):
     code = "MISSING_DEPENDENCY"
 
@@ -155,6 +166,12 @@ class TooManyCallsError(SessionError):
 
 class AuthError(HciEnvsError):
     code = "UNAUTHORIZED"
+
+
+class ForeignOriginError(AuthError):
+    """A request that changes something came from a web page of another origin (cross-site request forgery)."""
+
+    code = "FORBIDDEN_ORIGIN"
 
 
 class ModeError(HciEnvsError):
@@ -218,6 +235,25 @@ class EpisodeFormatError(HciEnvsError, ValueError):
     code = "EPISODE_FORMAT"
 
 
+class EpisodeNameError(ConfigError):
+    """An episode name that is not a plain folder name (a path, ``..``, a hidden name)."""
+
+    code = "EPISODE_NAME"
+
+
+class EpisodeNotFoundError(HciEnvsError, LookupError):
+    """No episode of that name among those the caller may see."""
+
+    code = "EPISODE_NOT_FOUND"
+
+
+class VideoError(HciEnvsError):
+    """An episode's video could not be made: no frames, an unreadable frame, the encoder failed. The episode
+    itself is left as it was."""
+
+    code = "VIDEO_ERROR"
+
+
 class EnvCheckError(HciEnvsError, AssertionError):
     """An environment class does not keep the environment contract (``hci_envs.checks.check_env``)."""
 
@@ -242,6 +278,19 @@ class ProviderError(HciEnvsError):
     code = "PROVIDER_ERROR"
 
 
+class PoolError(HciEnvsError):
+    """A desktop pool could not start (no Ray cluster, desktops that do not come up), or was handed a client it
+    did not lend."""
+
+    code = "POOL_ERROR"
+
+
+class NoDesktopReadyError(PoolError):
+    """No desktop of the pool became ready to claim within the claim's timeout; says what the pool was doing."""
+
+    code = "NO_DESKTOP_READY"
+
+
 class WireForm(NamedTuple):
     """How one error travels: its HTTP status, its OpenEnv WebSocket error code, its OpenEnv tool error type."""
 
@@ -258,6 +307,7 @@ WIRE: dict[str, WireForm] = {
     "HUMAN_CONTROL": WireForm(409, "EXECUTION_ERROR", "execution_error"),
     "TIMEOUT": WireForm(504, "EXECUTION_ERROR", "timeout"),
     "DESKTOP_DIED": WireForm(503, "EXECUTION_ERROR", "execution_error"),
+    "DESKTOP_LOST": WireForm(503, "EXECUTION_ERROR", "execution_error"),
     "DISPLAY_START_FAILED": WireForm(503, "EXECUTION_ERROR", "execution_error"),
     "STATE_ERROR": WireForm(409, "EXECUTION_ERROR", "execution_error"),
     "SESSION_ERROR": WireForm(409, "SESSION_ERROR", "execution_error"),
@@ -266,13 +316,18 @@ WIRE: dict[str, WireForm] = {
     "TOO_MANY_CALLS": WireForm(429, "SESSION_ERROR", "execution_error"),
     "UNAUTHORIZED": WireForm(401, "SESSION_ERROR", "execution_error"),
     "MODE_FORBIDDEN": WireForm(403, "EXECUTION_ERROR", "execution_error"),
+    "FORBIDDEN_ORIGIN": WireForm(403, "SESSION_ERROR", "execution_error"),
     "CONFIG_ERROR": WireForm(400, "VALIDATION_ERROR", "invalid_args"),
     "SNAPSHOT_ERROR": WireForm(400, "EXECUTION_ERROR", "execution_error"),
     "NO_SPACE": WireForm(507, "EXECUTION_ERROR", "execution_error"),
     "TASK_FORMAT": WireForm(400, "VALIDATION_ERROR", "invalid_args"),
     "TASK_NOT_FOUND": WireForm(404, "VALIDATION_ERROR", "invalid_args"),
     "EPISODE_FORMAT": WireForm(400, "VALIDATION_ERROR", "invalid_args"),
+    "EPISODE_NAME": WireForm(400, "VALIDATION_ERROR", "invalid_args"),
+    "EPISODE_NOT_FOUND": WireForm(404, "VALIDATION_ERROR", "invalid_args"),
     "TRANSPORT_ERROR": WireForm(502, "EXECUTION_ERROR", "transport_error"),
+    # the server lacks a program or an optional extra the request needs: not the caller's fault, nor a crash
+    "MISSING_DEPENDENCY": WireForm(501, "EXECUTION_ERROR", "execution_error"),
 }
 
 

@@ -80,6 +80,13 @@ class Executor:
             name: getattr(self, f"_do_{name}") for name in A.ACTIONS
         }
 
+    def use(self, desktop: Any) -> None:
+        """Act on another desktop from now on (a reset swapped one in); observers and input gates stay."""
+        with self._lock:
+            self.desktop = desktop
+            self._frame_cache = None
+            self.interrupt.clear()
+
     @property
     def screen_size(self) -> tuple[int, int]:
         return self.desktop.size
@@ -229,15 +236,18 @@ class Executor:
         if mode == "paste":
             self._paste(a.text)
         else:
-            sent = [0]
+            batch_start = [time.monotonic()]
 
             def wait_for_apps() -> None:
-                # Apps read a key's keysym when they process the event; before scratch keys are remapped,
-                # give them time to catch up: the screen must go quiet, and at least ~1 ms per key sent.
-                self.desktop.events.wait_settled(0.1, 3.0)
-                time.sleep(min(2.0, 0.001 * sent[0]))
+                # Apps read a key's keysym when they process the event, so scratch keys are remapped only
+                # once the app has caught up: it has drawn since this batch of keys began (the keys' effect,
+                # an event; up to 1 s for an app that shows nothing) and the screen has gone quiet after it.
+                self.desktop.events.wait_settled(0.05, 3.0, since=batch_start[0], effect=1.0)
+                batch_start[0] = time.monotonic()
 
-            self.desktop.input.type_keys(a.text, wait_for_apps)
+            pauses = self.desktop.input.type_keys(a.text, wait_for_apps)
+            return ActionResult(a.type, f"typed {len(a.text)} characters (keys)",
+                                {"mode": "keys", "chars": len(a.text), "pauses": pauses})
         return ActionResult(a.type, f"typed {len(a.text)} characters ({mode})", {"mode": mode, "chars": len(a.text)})
 
     def _paste(self, text: str) -> None:

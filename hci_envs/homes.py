@@ -96,6 +96,14 @@ class HomeStore:
     def names(self) -> list[str]:
         return sorted(self._snapshots)
 
+    def adopt_snapshots(self, other: HomeStore) -> None:
+        """Take over ``other``'s snapshots: a session that swaps in a spare desktop (and with it another home)
+        keeps the snapshots it has taken."""
+        if other is self:
+            return
+        self._snapshots, other._snapshots = other._snapshots, {}
+        self._snapshot_root, other._snapshot_root = other._snapshot_root, None
+
     def close(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
         if self._snapshot_root is not None:

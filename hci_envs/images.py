@@ -209,7 +209,11 @@ def _run(argv: list[str], progress: Progress, every: int = 0) -> None:
 IMAGE_PYTHON = (3, 11)
 
 
-def build_wheelhouse(dest: Path | None = None, *, extras: str = "server", progress: Progress = _say) -> Path:
+#: What the images install: the server, and episode video (recordings made in a container get their video).
+IMAGE_EXTRAS = "server,video"
+
+
+def build_wheelhouse(dest: Path | None = None, *, extras: str = IMAGE_EXTRAS, progress: Progress = _say) -> Path:
     """Wheels of hci-envs and every dependency. The dependencies are fetched once per set of requirements
     (the only step that needs a package index); a change of hci-envs' own files rebuilds only its own wheel.
     From a checkout hci-envs' wheel is built from the source; from an installed wheel it is packed again

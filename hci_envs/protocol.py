@@ -15,6 +15,10 @@ from .errors import require
 Mode = Literal["simulation", "production"]
 
 
+def _argv(command: list[str] | str) -> list[str]:
+    return shlex.split(command) if isinstance(command, str) else list(command)
+
+
 class AppState(BaseModel):
     """An app the start state launches."""
 
@@ -25,10 +29,20 @@ class AppState(BaseModel):
     wait_for_window: bool = True
     timeout: float = Field(15.0, gt=0, le=300)
     required: bool = Field(True, description="If the app exits, the episode ends (truncated).")
+    ready: Literal["drawn", "mapped"] = Field(
+        "drawn", description="When the app counts as up: 'drawn' once its window shows more than one colour (a "
+        "browser maps an empty window long before it paints), 'mapped' as soon as the window is mapped.")
+    ready_command: list[str] | str | None = Field(
+        None, description="A command run as the agent until it exits 0 (within timeout): the app's own "
+        "readiness probe, checked after its window.")
 
     @property
     def argv(self) -> list[str]:
-        return shlex.split(self.command) if isinstance(self.command, str) else list(self.command)
+        return _argv(self.command)
+
+    @property
+    def ready_argv(self) -> list[str]:
+        return _argv(self.ready_command or [])
 
     @property
     def label(self) -> str:
@@ -122,5 +136,7 @@ class EnvState(BaseModel):
     vnc_view_url: str | None = None
     isolation: str = Field("none", description='"uid": the agent side runs as an account of its own; "none": as '
                                                 'the server\'s user (no containment).')
+    spare: dict[str, Any] | None = Field(None, description="The spare desktop a reset swaps in: its state "
+                                         "(ready, preparing, idle, off) and why it is off; None without one.")
 
 

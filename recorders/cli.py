@@ -1,4 +1,4 @@
-"""``hci-envs record | replay | export | import``: registered through the ``hci_envs.cli`` entry point."""
+"""``hci-envs record | replay | export | import | video``: registered through the ``hci_envs.cli`` entry point."""
 
 from __future__ import annotations
 
@@ -24,6 +24,12 @@ def register(sub: Any, command: Any) -> None:
     p.add_argument("--mask-text", action="store_true", help="store typed text as asterisks")
     p.add_argument("--name", help="the episode folder's name (default: the time)")
     p.add_argument("--task", help="a task id to note in meta.json")
+    p.add_argument("--video", action=argparse.BooleanOptionalAction, default=None,
+                   help="write the episode's video when it stops (default: if the server has PyAV; --video makes "
+                        "it required, --no-video leaves it out)")
+    p.add_argument("--video-fps", type=float, default=0.0,
+                   help="also capture the screen continuously at this rate while recording (e.g. 2)")
+    p.add_argument("--video-codec", choices=("h264", "vp9"), help="default: H.264 if PyAV can encode it")
     command("record")(_record)
 
     p = sub.add_parser("replay", help="replay episodes into a fresh desktop and report how they matched")
@@ -33,6 +39,16 @@ def register(sub: Any, command: Any) -> None:
     p.add_argument("--no-compare", action="store_true", help="do not compare screens")
     p.add_argument("--json", dest="json_out", help="write the full report here")
     command("replay")(_replay)
+
+    p = sub.add_parser("video", help="(re)encode episodes' videos: the screens of each step, the pointer and the "
+                                     "action drawn on them")
+    p.add_argument("episodes", nargs="+", help="episode folders, or folders of episodes")
+    p.add_argument("--codec", choices=("h264", "vp9"), help="default: H.264 if PyAV can encode it, else VP9")
+    p.add_argument("--min-frame", type=float, default=None, metavar="SECONDS",
+                   help="the least time a step's screen is shown (default 0.4)")
+    p.add_argument("--max-frame", type=float, default=None, metavar="SECONDS",
+                   help="the most time a step's screen is shown, however long the episode idled (default 2)")
+    command("video")(_video)
 
     p = sub.add_parser("export", help="episodes to a Hugging Face datasets parquet file")
     p.add_argument("episodes", nargs="+", help="episode folders, or folders of episodes")
@@ -65,6 +81,12 @@ def _record(args: argparse.Namespace) -> int:
                 body = {"command": args.action}
                 if args.action == "start":
                     body.update(source=args.source, mask_text=args.mask_text, name=args.name, task=args.task)
+                    if args.video is not None:
+                        body["video"] = args.video
+                    if args.video_fps:
+                        body["video_fps"] = args.video_fps
+                    if args.video_codec:
+                        body["video_codec"] = args.video_codec
                 response = http.post(f"{base}/recording", json=body)
     except httpx.HTTPError as exc:
         raise TransportError(f"cannot reach {args.url}: {exc}") from None
@@ -117,6 +139,8 @@ def _replay(args: argparse.Namespace) -> int:
             error = f"  ERROR {step.error}" if step.error else ""
             print(f"  step {step.index:4d} {step.type:<14} late {step.lateness_ms:8.1f} ms  {match}{error}")
         print(json.dumps(report.summary(), indent=2))
+        if report.video:
+            print(f"  video: {report.video}")
         if any(s.error for s in report.steps):
             failures.episodes.append(str(path))
         reports.append(report.to_dict())
@@ -124,6 +148,25 @@ def _replay(args: argparse.Namespace) -> int:
         with open(args.json_out, "w") as f:
             one = len(reports) == 1 and not failures.episodes
             json.dump(reports[0] if one else {"episodes": reports, "failed": failures.episodes}, f, indent=2)
+    return failures.status()
+
+
+def _video(args: argparse.Namespace) -> int:
+    from .export import find_episodes
+    from .video import MAX_FRAME_S, MIN_FRAME_S, pick_codec, write_video
+
+    pick_codec(args.codec)  # no PyAV, or no encoder: said once, before any episode
+    failures = _Failures()
+    for path in find_episodes(args.episodes):
+        try:
+            video = write_video(path, codec=args.codec, min_frame_s=args.min_frame or MIN_FRAME_S,
+                                max_frame_s=args.max_frame or MAX_FRAME_S)
+        except Exception as exc:  # noqa: BLE001 - this episode has no video; the others still may
+            failures(str(path), exc)
+            continue
+        meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))["video"]
+        print(f"{video}  {meta['codec']} {meta['width']}x{meta['height']}, {meta['frames']} frames, "
+              f"{meta['duration']:.1f} s, {video.stat().st_size / 1e6:.2f} MB")
     return failures.status()
 
 

@@ -6,6 +6,11 @@ are canonical already. A frame thread captures the screen each time it has been 
 change, and gives every action the stable frame before it and the first stable frame after it.
 
 A reset of the session ends the recording. Pausing excludes input until resumed.
+
+When it stops, the episode's video is written (video.py): on by default when PyAV is installed, asked for with
+``video=True`` (an error naming the ``video`` extra without it), left out with ``video=False``. ``video_fps``
+adds the continuous capture (continuous.py). A video that cannot be made is logged and noted in meta.json's
+``video_error``; the episode is complete without it.
 """
 
 from __future__ import annotations
@@ -14,12 +19,13 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
 from hci_envs import __version__
-from hci_envs.errors import ConfigError
+from hci_envs.errors import ConfigError, HciEnvsError, VideoError
 from hci_envs.vnc.rfb import ClientMessage
 
 from .recovery import recover_episodes
@@ -48,9 +54,15 @@ class Recorder:
         frame_quiet: float = 0.1,
         include_observations: bool = False,
         task: str | None = None,
+        video: bool | None = None,
+        video_fps: float = 0.0,
+        video_codec: str | None = None,
     ) -> None:
         if source in ("human", "both") and vnc is None:
             raise ConfigError("recording human input needs the session's VNC side", field="source")
+        self._codec = _video_codec(video, video_fps, video_codec)  # before anything is on disk: it may refuse
+        self.video = self._codec is not None
+        self.video_fps = float(video_fps)
         self.env = env
         self.vnc = vnc
         self.source = source
@@ -78,6 +90,12 @@ class Recorder:
         self._held_mods: set[str] = set()
         self._thread: threading.Thread | None = None
         self._stop_reason: str | None = None
+        self._recent: deque[tuple[float, dict[str, Any], tuple[tuple[int, int], ...]]] = deque(maxlen=8)
+        self._continuous: Any = None
+        self._continuous_info: dict[str, Any] | None = None
+        self._video_result: dict[str, Any] | None = None
+        self._video_errors: list[str] = []
+        self._finished = threading.Event()  # set when stop() has written everything, the video included
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def _meta(self) -> dict[str, Any]:
@@ -103,6 +121,7 @@ class Recorder:
                        "unreduced": len(self._unreduced)},
             # input no canonical action can represent: its messages are in raw/input.jsonl
             "unreduced": [u.to_dict() for u in self._unreduced],
+            **({"video": {"continuous": self._continuous_info}} if self._continuous_info else {}),
         }
 
     def _new_reducer(self) -> Reducer:
@@ -120,9 +139,34 @@ class Recorder:
             if self.source in ("agent", "both"):
                 self.env.executor.observers.append(self.on_agent)
             self.env.listeners.append(self._on_env_event)
+            if self.video_fps:
+                self._start_continuous()
         self._thread = threading.Thread(target=self._frames_loop, name="recorder-frames", daemon=True)
         self._thread.start()
         return self
+
+    def _start_continuous(self) -> None:
+        from .continuous import ContinuousCapture
+
+        try:
+            self._continuous = ContinuousCapture(
+                self.env.desktop, self.path, self.video_fps, self._codec, clock=self.now,
+                active=lambda: self.state == "recording", mark=self._recent_mark).start()
+        except Exception as exc:  # noqa: BLE001 - the episode records without it
+            log.warning("no continuous capture for %s: %s", self.path, exc)
+            self._video_errors.append(f"the continuous capture did not start: {type(exc).__name__}: {exc}")
+
+    def _recent_mark(self, now: float) -> Any:
+        """The label of the latest action for a short while after it (the continuous capture draws it)."""
+        from .continuous import LABEL_SECONDS
+        from .overlay import Mark, action_label, action_point
+
+        for t_end, action, moved in reversed(list(self._recent)):  # a copy: the input threads append to it
+            if t_end <= now:
+                if now - t_end > LABEL_SECONDS:
+                    return None
+                return Mark(action_label(action), action_point(action), action, moved, arrow=False)
+        return None
 
     def pause(self) -> None:
         with self._lock:
@@ -141,14 +185,26 @@ class Recorder:
 
     def stop(self, reason: str = "stopped") -> dict[str, Any]:
         with self._lock:
-            if self.state == "stopped":
-                return self.status()
-            self._emit(self._reducer.flush())
-            self.state = "stopped"
-            self._stop_reason = reason
-            self._detach()
+            already = self.state == "stopped"
+            if not already:
+                self._emit(self._reducer.flush())
+                self.state = "stopped"
+                self._stop_reason = reason
+                self._detach()
+        if already:  # another thread is stopping it (a reset and a stop command): answer once it is done
+            self._finished.wait(timeout=300)
+            return self.status()
+        try:
+            self._finish()
+        finally:
+            self._finished.set()
+        return self.status()
+
+    def _finish(self) -> None:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
+        if self._continuous is not None:
+            self._continuous_info = self._continuous.stop(self.now())
         with self._lock:
             try:
                 self._settle_and_capture()
@@ -158,7 +214,22 @@ class Recorder:
             write_json_atomic(self.path / "meta.json", self._meta())
             self._raw.close()
             self._actions.close()
-        return self.status()
+        if self.video:
+            self._write_video()
+
+    def _write_video(self) -> None:
+        """The step video, once the episode is complete on disk. A failure costs the video, not the episode."""
+        from .video import note_video_error, write_video
+
+        try:
+            self._video_result = {"video": str(write_video(self.path, codec=self._codec.name))}
+        except Exception as exc:  # noqa: BLE001 - whatever the frames or the encoder failed with
+            message = exc.message if isinstance(exc, HciEnvsError) else f"{type(exc).__name__}: {exc}"
+            log.warning("no video for the episode %s: %s", self.path, message)
+            self._video_errors.insert(0, message)
+        if self._video_errors:
+            self._video_result = {**(self._video_result or {}), "video_error": "; ".join(self._video_errors)}
+            note_video_error(self.path, self._video_result["video_error"])
 
     def _detach(self) -> None:
         for collection, item in ((getattr(self.vnc, "taps", []), self.on_human),
@@ -174,9 +245,13 @@ class Recorder:
             threading.Thread(target=self.stop, args=("the session was reset",), daemon=True).start()
 
     def status(self) -> dict[str, Any]:
-        return {"state": self.state, "path": str(self.path), "source": self.source, "mask_text": self.mask_text,
+        # "stopping" while stop() still writes the episode out (its last frame, meta.json, the video): what a
+        # reader finds on disk is final only once this says "stopped"
+        state = "stopping" if self.state == "stopped" and not self._finished.is_set() else self.state
+        return {"state": state, "path": str(self.path), "source": self.source, "mask_text": self.mask_text,
                 "raw_events": self._raw.count, "actions": self._actions.count, "frames": len(self._frames),
-                "unreduced": len(self._unreduced), "end_reason": self._stop_reason}
+                "unreduced": len(self._unreduced), "end_reason": self._stop_reason, "video": None,
+                **(self._video_result or {})}
 
     def now(self) -> float:
         return time.monotonic() - self._origin
@@ -222,6 +297,7 @@ class Recorder:
             index = self._i
             self._i += 1
             self._raw.write({"i": index, "t": round(t_start, 6), "source": "agent", "msg": "action", "action": data})
+            self._recent.append((t_end, data, ()))
             result_text = "*" * len(result.text) if self.mask_text and action.type == "clipboard_get" else result.text
             self._waiting.append((ReducedAction(data, t_start, t_end, (index, index), result=result_text), "agent"))
 
@@ -231,6 +307,7 @@ class Recorder:
                 if a.action["type"] == "type_text":
                     a.action["text"] = "*" * len(a.action["text"])
         self._waiting.extend((a, "human") for a in actions)
+        self._recent.extend((a.t_end, a.action, tuple(map(tuple, a.pre_move or ()))) for a in actions)
 
     # -- frames ----------------------------------------------------------------------------------------
     def _frames_loop(self) -> None:
@@ -292,3 +369,26 @@ class Recorder:
                 after = self._frames[-1][0] if self._frames else None
             self._waiting.pop(0)
             self._steps.write(action, source, before, after)
+
+
+def _video_codec(video: bool | None, video_fps: float, codec: str | None) -> Any:
+    """The codec episode videos are written with, or None for no video. ``video=None`` is on when PyAV is
+    installed; asking for it (``video=True``, a ``video_fps``) without PyAV is an error naming the extra."""
+    from .video import pick_codec, video_available
+
+    if not 0 <= video_fps <= 30:
+        raise ConfigError(f"video_fps must be between 0 and 30, got {video_fps}", field="video_fps")
+    if video is False:
+        if video_fps:
+            raise ConfigError("video_fps is the rate of the episode's continuous video: it needs video on",
+                              field="video_fps")
+        return None
+    if video is None and not video_fps:
+        if not video_available():
+            return None
+        try:
+            return pick_codec(codec)
+        except VideoError as exc:  # a PyAV built without either encoder: on by default means "if it can"
+            log.warning("episodes are recorded without video: %s", exc.message)
+            return None
+    return pick_codec(codec)

@@ -32,6 +32,7 @@ class ReplayReport:
     episode: str
     steps: list[StepReport] = field(default_factory=list)
     final_match: float | None = None
+    video: str | None = None  # the recorded episode's video, to watch beside the report
 
     def summary(self) -> dict[str, Any]:
         lateness = sorted(s.lateness_ms for s in self.steps)
@@ -51,7 +52,8 @@ class ReplayReport:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        return {"episode": self.episode, "summary": self.summary(), "steps": [asdict(s) for s in self.steps]}
+        return {"episode": self.episode, "video": self.video, "summary": self.summary(),
+                "steps": [asdict(s) for s in self.steps]}
 
 
 def screen_match(image: Any, recorded: Path, mask: list[tuple[int, int, int, int]] = ()) -> float:
@@ -68,6 +70,15 @@ def screen_match(image: Any, recorded: Path, mask: list[tuple[int, int, int, int
     return round(1 - diff.histogram()[255] / (reference.width * reference.height), 6)
 
 
+def episode_video(episode: Episode) -> str | None:
+    """The path of the episode's video (meta.json's ``video.file``), if it is there."""
+    video = episode.meta.get("video")
+    name = video.get("file") if isinstance(video, dict) else None
+    if not isinstance(name, str) or "/" in name or not (episode.path / name).is_file():
+        return None
+    return str(episode.path / name)
+
+
 def replay_episode(
     episode: str | Path | Episode,
     *,
@@ -78,9 +89,11 @@ def replay_episode(
     compare: bool = True,
     mask: list[tuple[int, int, int, int]] = (),
     settle_quiet: float = 0.1,
+    reset: bool = True,
 ) -> ReplayReport:
     """Replay an episode. Without ``env`` a fresh environment of the recorded class is made (and closed)
-    with the recorded start state (or ``start_state``)."""
+    with the recorded start state (or ``start_state``). ``reset=False``: the caller has already brought
+    ``env`` to the episode's start (a task's world with its setup steps, say), and it is not reset again."""
     ep = episode if isinstance(episode, Episode) else load_episode(episode)
     if speed <= 0:
         raise ConfigError("speed must be positive")
@@ -88,9 +101,10 @@ def replay_episode(
     if env is None:
         cls = load_env_class(ep.meta["env"])
         env = cls(start_state=start_state or ep.meta.get("start_state"))
-    report = ReplayReport(str(ep.path))
+    report = ReplayReport(str(ep.path), video=episode_video(ep))
     try:
-        env.reset()
+        if reset or own_env:
+            env.reset()
         executor = env.executor
         actions = ep.actions
         t_first = actions[0]["t_start"] if actions else 0.0

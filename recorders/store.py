@@ -7,6 +7,7 @@
                          "frame_before", "frame_after", "source", "pre_move"?, "frame_shared_with"?,
                          "result"? (an agent action: the text its tool answered)}
       frames/            PNG screens, NNNNNN.png, each captured once the screen was stable
+      video.mp4          optional: the step video, and continuous.mp4 the continuous capture (see video.py)
 
 ``frame_shared_with`` (on a step whose frames are the same pair as the step before it) is the index of the
 first step with that pair: at a dense pace several actions happen between two stable screens, and the

@@ -110,10 +110,14 @@ class ServerProcess:
     """``hci-envs serve`` as a real subprocess on a free port."""
 
     def __init__(self, *args: str, env: dict[str, str] | None = None, port: int | None = None,
-                 prefix: list[str] | None = None) -> None:
+                 prefix: list[str] | None = None, spare_flag: bool = True) -> None:
         self.port = port or free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        self.args = ["serve", "--port", str(self.port), *args]
+        # Spare desktops are off unless a test asks for them (--spare): the Tk probe of a spare would write
+        # into the same report files as the session's own (tests/test_spare.py covers spares).
+        given = not spare_flag or any(a in ("--spare", "--no-spare") for a in args)
+        spare = [] if given else ["--no-spare"]
+        self.args = ["serve", "--port", str(self.port), *spare, *args]
         self.env = {**os.environ, **(env or {})}
         self.prefix = prefix or []  # e.g. setpriv, to run the server as another user
         self.proc: subprocess.Popen[str] | None = None
@@ -283,3 +287,70 @@ def image_of(result: Any) -> Any:
 def timer() -> Iterator[Callable[[], float]]:
     start = time.perf_counter()
     yield lambda: time.perf_counter() - start
+
+
+class PrefixProxy:
+    """A reverse proxy that publishes a server under a path prefix, as nginx's ``location /PREFIX/ {
+    proxy_pass http://server/; }`` does: the prefix comes off each request's path and the bytes are relayed both
+    ways (WebSocket upgrades and streamed responses included). Each connection carries one request (the server
+    is asked to close after it), so the proxy stays a byte relay."""
+
+    def __init__(self, target_port: int, prefix: str) -> None:
+        self.target_port = target_port
+        self.prefix = prefix.rstrip("/").encode()
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._server: asyncio.base_events.Server | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}{self.prefix.decode()}"
+
+    def __enter__(self) -> PrefixProxy:
+        self._thread.start()
+        self._server = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._handle, "127.0.0.1", 0), self._loop).result(10)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        async def close() -> None:
+            assert self._server is not None
+            self._server.close()
+
+        asyncio.run_coroutine_threadsafe(close(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            writer.close()
+            return
+        request_line, *headers = head[:-4].split(b"\r\n")
+        method, target, version = request_line.split(b" ", 2)
+        if not target.startswith(self.prefix + b"/"):
+            writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            await writer.drain()
+            writer.close()
+            return
+        upgrade = any(h.lower().startswith(b"upgrade:") for h in headers)
+        if not upgrade:
+            headers = [h for h in headers if not h.lower().startswith((b"connection:", b"keep-alive:"))]
+            headers.append(b"Connection: close")
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        up_writer.write(b"\r\n".join([b" ".join([method, target[len(self.prefix):], version]), *headers]) + b"\r\n\r\n")
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            try:
+                while data := await source.read(65536):
+                    sink.write(data)
+                    await sink.drain()
+            except ConnectionError:
+                pass
+            finally:
+                sink.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))

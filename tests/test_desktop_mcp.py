@@ -287,3 +287,27 @@ def test_paste_arrives_in_a_terminal_a_gtk_editor_and_a_browser(x11, app):
             assert wait_until(lambda: title().startswith(want), 20), (title(), want)
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("app", ["xterm", "mousepad"])
+def test_keys_mode_types_more_characters_than_the_keyboard_has_spare_keys(x11, app):
+    """Past the ~220 scratch slots, 'keys' types in batches and remaps slots between them once the app has
+    drawn the last batch: every character arrives, in order, in a terminal and in a GTK editor."""
+    from hci_envs.traits import WorkstationEnv
+
+    commands = {"xterm": ["xterm", "-e", "sh", "-c", 'cat > "$HOME/typed.txt"'], "mousepad": ["mousepad", "note.txt"]}
+    env = WorkstationEnv(start_state={"apps": [{"command": commands[app], "timeout": 90}]})
+    try:
+        env.reset()
+        text = MANY + ("\n" if app == "xterm" else "")
+        obs = env.step({"type": "type_text", "text": text, "mode": "keys"})
+        assert obs.error is None and obs.data["mode"] == "keys" and obs.data["pauses"] >= 1, (obs.error, obs.data)
+        if app == "xterm":
+            saved = env.home / "typed.txt"
+        else:
+            env.step([{"type": "key", "keys": "ctrl+s"}, {"type": "wait", "ms": 500}])
+            saved = env.home / "note.txt"
+        assert wait_until(lambda: saved.exists() and saved.read_text().rstrip("\n") == MANY, 30), \
+            saved.read_text() if saved.exists() else "nothing saved"
+    finally:
+        env.close()

@@ -365,3 +365,31 @@ def test_a_container_whose_client_was_killed_exits_after_its_orphan_timeout(dock
     finally:
         for leftover in docker_client.containers.list(all=True, filters={"name": name}):
             leftover.remove(force=True)
+
+
+def test_a_shipped_image_resets_through_its_spare_and_records_video(docker_client):
+    """The editor image as shipped: a reset swaps in the spare desktop (a second agent account inside the
+    container), and a recording made in the container gets its video."""
+    with HciEnvClient.from_docker_image(EDITOR_IMAGE) as env:
+        env.reset()
+        deadline = time.monotonic() + 60
+        while env.state().spare["state"] != "ready":
+            assert time.monotonic() < deadline, env.state().spare
+            time.sleep(0.2)
+        provider = env.provider
+        with httpx.Client(base_url=provider.base_url,
+                          headers={"Authorization": f"Bearer {provider.control_token}"}) as http:
+            started = http.post("/recording", json={"command": "start", "source": "agent", "name": "in-container"})
+            assert started.status_code == 200, started.text
+            first = env.step({"type": "type_text", "text": "typed before the reset"}).observation
+            stopped = http.post("/recording", json={"command": "stop"}).json()
+        code, out = provider.container.exec_run(["cat", f"{stopped['path']}/meta.json"], user="root")
+        assert code == 0, out
+        video = json.loads(out)["video"]
+        assert video["file"] == "video.mp4" and video["frames"] >= 1, video
+        agent = env.call_tool("bash", command="id -u").observation.data["stdout"].strip()
+        fresh = env.reset().observation
+        assert env.state().spare is not None
+        after = env.call_tool("bash", command="id -u").observation.data["stdout"].strip()
+        assert after != agent  # the spare's account: a desktop prepared while the last episode ran
+        assert fresh.screenshot.to_pil().tobytes() != first.screenshot.to_pil().tobytes()

@@ -277,7 +277,7 @@ def test_no_module_imports_itself_round_a_circle():
     route modules, accounts and the process supervisor are apart."""
     graph = _import_graph()
     assert "hci_envs.cli" not in graph["hci_envs.images"]
-    for route in ("control", "vnc_routes", "recording_routes", "deps"):
+    for route in ("control", "vnc_routes", "recording_routes", "collect_routes", "deps"):
         assert "hci_envs.server.app" not in graph[f"hci_envs.server.{route}"]
     state: dict[str, int] = {}
     cycle: list[str] = []
@@ -302,10 +302,10 @@ def test_no_module_imports_itself_round_a_circle():
 def test_the_light_client_imports_no_server():
     script = (
         "import sys\n"
-        "import hci_envs, hci_envs.client, hci_envs.providers.docker, hci_envs.providers.local\n"
+        "import hci_envs, hci_envs.client, hci_envs.providers.docker, hci_envs.providers.local, hci_envs.cluster\n"
         "from hci_envs import HciEnvClient, AsyncHciEnvClient, LocalProvider, StartState\n"
         "heavy = sorted(m for m in sys.modules if m.startswith('hci_envs.server') or m.startswith('hci_envs.desktop')\n"
-        "               or m.split('.')[0] in ('fastapi', 'starlette', 'uvicorn', 'mcp', 'numpy', 'mss', 'Xlib'))\n"
+        "               or m.split('.')[0] in ('fastapi', 'starlette', 'uvicorn', 'mcp', 'numpy', 'mss', 'Xlib', 'ray'))\n"
         "print(heavy)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)

@@ -62,6 +62,17 @@ def test_every_folder_of_images_is_in_the_wheel(wheel: Path) -> None:
     assert not any(n.split("/")[0] in ("traits", "recorders", "images") for n in names), "a top-level name is claimed"
 
 
+def test_the_collection_page_is_in_the_wheel(wheel: Path) -> None:
+    import zipfile
+
+    names = set(zipfile.ZipFile(wheel).namelist())
+    page = ROOT / "hci_envs" / "server" / "collect_page"
+    files = [path.name for path in page.iterdir()]
+    assert {"index.html", "collect.js", "collect.css"} <= set(files)
+    for name in files:
+        assert f"hci_envs/server/collect_page/{name}" in names, "add it to package-data in pyproject.toml"
+
+
 def test_enthought_traits_and_hci_envs_work_side_by_side(light_venv: Path, tmp_path: Path) -> None:
     both = (
         "from traits.api import HasTraits, Int\n"

@@ -207,3 +207,11 @@ def test_a_worker_that_died_between_calls_is_announced_in_the_next_result(workst
     coded = env.step({"code": "print(kept)"})
     assert "[notice] the interpreter was killed by signal 9" in coded.text and "NameError" in coded.text
     assert env.step({"code": "print(screen_size()['width'])"}).text.strip() == "1280"  # tools are back
+
+
+def test_a_quick_command_reports_its_own_exit_status(workstation):
+    """A command's pipes close a moment before it exits: its status must be its own, never the SIGTERM of the
+    clean-up that follows (which reported -15 for commands that succeeded)."""
+    codes = [workstation.call_tool("bash", {"command": f"echo {n}; exit {n % 3}"}).data["exit_code"]
+             for n in range(150)]
+    assert codes == [n % 3 for n in range(150)]

@@ -72,7 +72,12 @@ def _drain(proc: subprocess.Popen[bytes], buffers: dict[int, _Buffer], deadline:
             return "runaway"
         if not ready and finished():
             return None  # done; a background process may hold the pipes open, which we do not wait for
-    proc.poll()
+    # The pipes closed a moment before the process exits: wait for its status, or the stop that follows
+    # would end it with SIGTERM and report -15 for a command that succeeded.
+    try:
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return "timeout"
     return None
 
 

@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 
 #: Quiet time after start and restart that counts as "the screen has settled".
 SETTLE_QUIET = 0.05
+#: The longest a reset waits for an app's window to show more than one flat colour (see AppState.ready).
+DRAWN_TIMEOUT = 5.0
 
 #: Debian packages that provide the programs a desktop needs, for the error that names them.
 APT_PACKAGES = {"Xvfb": "xvfb", "openbox": "openbox", "x11vnc": "x11vnc", "xterm": "xterm"}
@@ -185,6 +187,7 @@ class Desktop:
             for app in self.state.apps:
                 self.launch(app)
             self._focus_newest()
+            self._wait_ready(self.state.apps)
             self.events.wait_settled(quiet=SETTLE_QUIET, timeout=3.0)
         except BaseException:
             self.close()
@@ -269,7 +272,7 @@ class Desktop:
 
     def launch(self, app: AppState) -> subprocess.Popen[bytes]:
         """Start an app on this desktop; with ``app.wait_for_window`` return once it has mapped a window."""
-        argv = app.argv
+        argv = self._filled(app.argv)
         if not argv:
             raise ConfigError("an app needs a command")
         program = shutil.which(argv[0], path=self.app_env().get("PATH")) or argv[0]
@@ -332,9 +335,10 @@ class Desktop:
         )
         return same and self._started and not self._closed and self.health().ok
 
-    def stop_apps(self) -> None:
+    def stop_apps(self, grace: float = 0.0) -> None:
+        """End the apps' process groups; by default at once (SIGKILL): a reset does not wait out a grace."""
         for _spec, proc in reversed(self._apps):
-            self.processes.stop(proc)
+            self.processes.stop(proc, timeout=grace)
         self._apps.clear()
 
     def end_agent_side(self) -> None:
@@ -374,7 +378,66 @@ class Desktop:
         for app in state.apps:
             self.launch(app)
         self._focus_newest()
+        self._wait_ready(state.apps)
         self.events.wait_settled(quiet=SETTLE_QUIET, timeout=3.0)
+
+    def _wait_ready(self, apps: list[AppState]) -> None:
+        """Return once the apps are what an agent can act on: every window drawn (not one flat colour) when
+        an app asks for "drawn", then each app's own readiness probe. A window that stays flat is waited for
+        at most DRAWN_TIMEOUT (an app may legitimately show a blank canvas); a probe that never passes is a
+        start error, as a window that never shows is."""
+        if any(app.wait_for_window and app.ready == "drawn" for app in apps):
+            deadline = time.monotonic() + min(DRAWN_TIMEOUT, max(a.timeout for a in apps))
+            while self._windows_not_drawn():
+                if time.monotonic() > deadline:
+                    log.info("a window still shows one flat colour after %.0fs", DRAWN_TIMEOUT)
+                    break
+                self.events.wait_for_damage(self.events.damage_generation(), 0.05)
+        for app in apps:
+            if app.ready_command is not None:
+                self._probe(app)
+
+    def _windows_not_drawn(self) -> bool:
+        """Whether no window is listed yet (a window manager lists a new one a moment after it maps), or one
+        shows a single flat colour."""
+        windows = self.windows()
+        if not windows:
+            return True
+        for window in windows:
+            box = self.input.window_box(window)
+            if box is None:
+                continue
+            x, y, w, h = box
+            x0, y0 = max(x, 0), max(y, 0)
+            x1, y1 = min(x + w, self.state.width), min(y + h, self.state.height)
+            if x1 - x0 < 2 or y1 - y0 < 2:
+                continue  # off screen: nothing an agent could see either way
+            data = self.screen.grab(x0, y0, x1 - x0, y1 - y0).data
+            if data == data[:4] * (len(data) // 4):
+                return True
+        return False
+
+    def _filled(self, argv: list[str]) -> list[str]:
+        """``{home}`` in an app's command is this desktop's home: a spare desktop has a home (and an account)
+        of its own, so a task cannot write the path into its start state."""
+        return [part.replace("{home}", self.home) for part in argv]
+
+    def _probe(self, app: AppState) -> None:
+        argv = self._filled(app.ready_argv)
+        deadline = time.monotonic() + app.timeout
+        while True:
+            proc = self.spawn_agent(f"{app.label}-ready", argv, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                status = proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                status = None
+            self.processes.stop(proc, timeout=0)
+            if status == 0:
+                return
+            if time.monotonic() > deadline:
+                raise DisplayStartError(f"app {app.label!r}: its readiness probe did not pass within {app.timeout}s")
+            time.sleep(0.05)
 
     def _focus_newest(self) -> None:
         """Focus the last app's window. Window managers may refuse to focus a new window after recent

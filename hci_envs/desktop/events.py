@@ -205,6 +205,18 @@ class DesktopEvents:
                 self._damage_cond.wait(remaining)
             return True
 
+    def wait_for_damage(self, count: int | None, timeout: float) -> bool:
+        """Block until the screen has changed more than ``count`` times (a :meth:`damage_generation`), or
+        ``timeout`` seconds. Without the DAMAGE extension it just waits."""
+        deadline = time.monotonic() + timeout
+        with self._damage_cond:
+            while count is None or self._damage_count <= count:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not self._alive:
+                    return False
+                self._damage_cond.wait(remaining)
+            return True
+
     # -- settling --------------------------------------------------------------------------------------
     @property
     def has_damage(self) -> bool:

@@ -29,13 +29,30 @@ log = logging.getLogger(__name__)
 
 
 def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group can still run. Zombies do not count: the group's killed children wait
+    for whoever they were reparented to (init) to reap them, which can take a while, and waiting for that
+    held a reset up for the whole SIGKILL grace."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
 
 
 def _wait_group_gone(proc: subprocess.Popen[bytes], pgid: int, seconds: float) -> bool:

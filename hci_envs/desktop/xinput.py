@@ -103,6 +103,17 @@ class Input:
             self._guard(lambda: self._root.send_event(message, event_mask=mask))
             self.sync()
 
+    def window_box(self, window: int) -> tuple[int, int, int, int] | None:
+        """A window's (x, y, width, height) on the screen, or None if it is gone."""
+        with self.lock:
+            win = self._d.create_resource_object("window", window)
+            try:
+                geometry = win.get_geometry()
+                origin = win.translate_coords(self._root, 0, 0)
+            except (xerror.BadDrawable, xerror.BadWindow):
+                return None
+            return -origin.x, -origin.y, geometry.width, geometry.height
+
     def window_title(self, window: int) -> str:
         with self.lock:
             win = self._d.create_resource_object("window", window)

@@ -17,27 +17,35 @@ from .base import Provider, redact
 _STARTING = re.compile(r"starting \S+ on (http://\S+) \.\.\.")
 #: Secrets go to the server in its environment, never on its command line (which every local user can read).
 _SECRET_OPTIONS = {"control_token": "HCI_ENVS_CONTROL_TOKEN", "agent_token": "HCI_ENVS_AGENT_TOKEN"}
+#: serve's on/off flags: False turns them off (--no-spare) rather than leaving serve's default.
+_NEGATABLE = {"spare", "settle"}
 
 
 class LocalProvider(Provider):
-    """Runs ``hci-envs serve`` in a child process on a free loopback port.
+    """Runs ``hci-envs serve`` in a child process on a free port of ``host`` (loopback by default; any other
+    address needs both tokens and agent isolation, which the server checks before it listens).
 
     Keyword arguments become ``serve`` options: ``env="desktop"``, ``size=(w, h)``, ``apps=["xterm"]``,
     ``mode="simulation"``, ``max_sessions=8``, ``control_token=...``, ``agent_token=...``.
     """
 
-    def __init__(self, env: str = "desktop", *, python: str | None = None, **options: Any) -> None:
+    def __init__(self, env: str = "desktop", *, host: str = "127.0.0.1", python: str | None = None,
+                 **options: Any) -> None:
         self.env = env
+        self.host = host
         self.options = options
         self.python = python or sys.executable
         self.proc: subprocess.Popen[str] | None = None
         self._output: collections.deque[str] = collections.deque(maxlen=200)
 
     def argv(self) -> list[str]:
-        argv = [self.python, "-m", "hci_envs.cli", "serve", "--host", "127.0.0.1", "--port", "0", "--env", self.env,
+        argv = [self.python, "-m", "hci_envs.cli", "serve", "--host", self.host, "--port", "0", "--env", self.env,
                 "--exit-with-stdin"]
         for key, value in self.options.items():
             flag = "--" + key.replace("_", "-")
+            if value is False and key in _NEGATABLE:
+                argv.append("--no-" + key.replace("_", "-"))
+                continue
             if value is None or value is False or key in _SECRET_OPTIONS:
                 continue
             if key == "size":

@@ -5,7 +5,8 @@
 
 Routes (documented in README.md): ``/health``; ``/mcp`` and ``/sessions/{id}/mcp`` (MCP over streamable HTTP, the
 model's interface); ``/metadata``, ``/schema``, ``/reset``, ``/step``, ``/state``, ``/ws`` (OpenEnv's wire
-protocol, the control plane); ``/sessions`` (create, list, close); ``/vnc/`` (the browser view).
+protocol, the control plane); ``/sessions`` (create, list, close); ``/vnc/`` (the browser view); ``/collect/{session}/{secret}/`` (the
+page for recording demonstrations).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from starlette.types import Receive, Scope, Send
 
 from .. import __version__
 from ..errors import HciEnvsError, SessionNotFoundError
-from . import control, openenv_mcp, recording_routes, vnc_routes
+from . import collect_routes, control, openenv_mcp, recording_routes, vnc_routes
 from .config import ServerConfig
 from .core import HciServer
 from .deps import bearer, error_response
@@ -257,5 +258,6 @@ def create_app(config: ServerConfig) -> HciApp:
         app.include_router(control.simulation_router)
     if config.vnc:
         vnc_routes.install_vnc(app, server)
+        collect_routes.install_collect(app, server)  # the page for people who record demonstrations
     app.include_router(recording_routes.router)
     return HciApp(app, server, mcp_endpoint)

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import anyio
 from fastapi import APIRouter, Body, Depends
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from .. import plugins
 from ..errors import ConfigError, EnvironmentStateError
@@ -27,6 +27,11 @@ class RecordingCommand(BaseModel):
     mask_text: bool = False
     name: str | None = None
     task: str | None = None
+    # the episode's video, written when it stops: None = if the server has PyAV, True = required (an error
+    # naming the `video` extra without it), False = none
+    video: bool | None = None
+    video_fps: float = Field(0.0, ge=0, le=30, description="a continuous capture at this rate (0: none)")
+    video_codec: Literal["h264", "vp9"] | None = None
 
 
 router = APIRouter(dependencies=CONTROL)
@@ -42,16 +47,24 @@ async def command(server: HciServer, session: Session, cmd: RecordingCommand) ->
     if cmd.command == "start":
         if recorder is not None and recorder.state in ("recording", "paused"):
             raise EnvironmentStateError(f"already recording into {recorder.path}; stop it first")
+        if getattr(session.collect, "replaying", None):  # the collection page is replaying an episode
+            raise EnvironmentStateError("an episode is being replayed into this session; wait for it to end")
         if cmd.name is not None and ("/" in cmd.name or cmd.name.startswith(".")):
             raise ConfigError(f"invalid episode name {cmd.name!r}")
         await session.ensure_started()
         recorder_class = plugins.load(plugins.RECORDERS, "episodes")
-        recorder = recorder_class(
+        # only what was asked for: a recorder plugin without video keeps working for requests without it
+        options = {k: v for k, v in (("video", cmd.video), ("video_fps", cmd.video_fps or None),
+                                     ("video_codec", cmd.video_codec)) if v is not None}
+        # off the event loop: it finishes episodes a killed server left open and may import PyAV
+        recorder = await anyio.to_thread.run_sync(lambda: recorder_class(
             session.env, session.vnc, Path(server.config.episodes_dir), source=cmd.source,
             mask_text=cmd.mask_text, name=cmd.name, task=cmd.task,
-        )
+            **options,
+        ))
         await anyio.to_thread.run_sync(recorder.start)
         session.recorder = recorder
+        session.episodes.append(recorder.path)
         return recorder.status()
     if recorder is None:
         raise EnvironmentStateError("nothing is being recorded in this session")
@@ -60,7 +73,7 @@ async def command(server: HciServer, session: Session, cmd: RecordingCommand) ->
     elif cmd.command == "resume":
         await anyio.to_thread.run_sync(recorder.resume)
     else:
-        await anyio.to_thread.run_sync(recorder.stop)
+        await anyio.to_thread.run_sync(recorder.stop)  # encodes the episode's video: never on the event loop
     return recorder.status()
 
 

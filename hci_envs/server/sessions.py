@@ -46,6 +46,10 @@ class Session:
     vnc: Any = None
     #: The session's recorder (recorders.Recorder), while one exists.
     recorder: Any = None
+    #: The episode folders recorded in this session, oldest first (the collection page lists these).
+    episodes: list[Any] = field(default_factory=list)
+    #: The collection page's state for this session (hci_envs.server.collect_routes.CollectState).
+    collect: Any = None
     #: The task the session was last reset into (hci_envs.server.tasks.SessionTask), once it had one.
     task: Any = None
     #: How the session's agent acts: "tools" (one tool per call) or "code" (CodeAct).

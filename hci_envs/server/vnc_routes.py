@@ -57,13 +57,21 @@ def attach_vnc(server: HciServer, session: Session) -> dict[str, Any]:
                      on_human_input=session.env.mark_touched, release_input=release_input)
     session.vnc = vnc
     session.env.input_blocked = vnc.agent_input_blocked
-    session.env.listeners.append(lambda event: vnc.pointer_moved_elsewhere() if event == "reset" else None)
+
+    def on_env_event(event: str) -> None:
+        if event == "reset":
+            vnc.pointer_moved_elsewhere()
+        elif event == "desktop":
+            vnc.desktop_replaced()
+
+    session.env.listeners.append(on_env_event)
     base = server.config.base_url()
     prefix = urllib.parse.urlsplit(base).path.strip("/")
 
     def page(secret: str, view_only: bool) -> str:
         path = "/".join(p for p in (prefix, "vnc", "ws", session.id, secret) if p)
-        query = {"autoconnect": "1", "reconnect": "1", "resize": "scale", "path": path}
+        # a reset that swaps in the spare desktop lets viewers go: be back within half a second, not noVNC's 5
+        query = {"autoconnect": "1", "reconnect": "1", "reconnect_delay": "500", "resize": "scale", "path": path}
         if view_only:
             query["view_only"] = "1"
         return f"{base}/vnc/vnc.html?{urllib.parse.urlencode(query)}"

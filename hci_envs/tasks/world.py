@@ -13,8 +13,10 @@ An agent is any callable ``agent(observation, context) -> action | list of actio
 from __future__ import annotations
 
 import base64
-import logging
+import hashlib
 import json
+import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -67,6 +69,7 @@ class TaskResult:
     error: str | None = None
     screenshot: str | None = None
     episode: str | None = None
+    video: str | None = None  # the recorded episode's video (World(record_dir=...) with PyAV installed)
 
 
 @dataclass
@@ -90,7 +93,8 @@ class RunReport:
 
 class World:
     def __init__(self, tasks: str | Path | Iterable[TaskSpec] = BUILTIN, env: Any = None, *,
-                 env_name: str = "workstation", record_dir: str | Path | None = None) -> None:
+                 env_name: str = "workstation", record_dir: str | Path | None = None,
+                 record_video: bool | None = None) -> None:
         self.tasks = load_tasks(tasks) if isinstance(tasks, str | Path) else list(tasks)
         if not self.tasks:
             raise HciEnvsError("a world needs at least one task")
@@ -99,6 +103,7 @@ class World:
         self._own_env = env is None
         self.env = env if env is not None else plugins.load_env_class(env_name)()
         self.record_dir = Path(record_dir) if record_dir else None
+        self.record_video = record_video  # None: a video of each recorded episode if PyAV is installed
         self._next = 0
         self._templates = Path(tempfile.mkdtemp(prefix="hci-envs-tasks-"))
         self._agent_thread: ThreadPoolExecutor | None = None
@@ -122,15 +127,21 @@ class World:
         """The task's start state with its home files as the home template and the placeholders filled."""
         state = task.start_state.model_dump()
         if task.home_files:
-            template = self._templates / task.id
-            if template.exists():
-                shutil.rmtree(template)
-            for relative, content in task.home_files.items():
-                target = template / relative
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(content, encoding="utf-8")
+            # One folder per content, never rewritten: a spare desktop may be copying it in the background
+            # while the next reset asks for it, and equal content keeps the start state (the spare's key) equal.
+            digest = hashlib.sha256(json.dumps(task.home_files, sort_keys=True).encode()).hexdigest()[:16]
+            template = self._templates / f"{task.id}-{digest}"
+            if not template.exists():
+                partial = Path(tempfile.mkdtemp(dir=self._templates, prefix=".partial-"))
+                for relative, content in task.home_files.items():
+                    target = partial / relative
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(content, encoding="utf-8")
+                os.replace(partial, template)
             state["home_template"] = str(template)
-        fill = {"{python}": sys.executable, "{home}": str(self.env.home)}
+        # {home} stays as it is: the desktop fills it in at launch with the home of the account that runs the
+        # app (a spare desktop has a home of its own)
+        fill = {"{python}": sys.executable}
 
         def filled(text: str) -> str:
             for key, value in fill.items():
@@ -223,8 +234,9 @@ class World:
             obs = self.reset(task)
             ready = True
             if self.record_dir is not None:
+                video = {} if self.record_video is None else {"video": self.record_video}
                 recorder = plugins.load(plugins.RECORDERS, "episodes")(
-                    self.env, None, self.record_dir, source="agent", name=task.id, task=task.id).start()
+                    self.env, None, self.record_dir, source="agent", name=task.id, task=task.id, **video).start()
             while steps < task.max_steps and not obs.done:
                 remaining = task.time_limit - (time.monotonic() - started)
                 if remaining <= 0:
@@ -237,8 +249,7 @@ class World:
         except Exception as exc:  # noqa: BLE001 - any failure of one task is that task's result, not the run's
             error = _describe(exc) if ready else f"the task did not start: {_describe(exc)}"
         finally:
-            if recorder is not None:
-                recorder.stop("task ended")
+            recorded = recorder.stop("task ended") if recorder is not None else {}
         if not ready:  # nothing was done in this task's world: there is nothing to score
             result_score = Score(0.0, False, [])
         else:
@@ -256,7 +267,7 @@ class World:
                 screenshot = None
         return TaskResult(task.id, result_score.value, result_score.passed, steps,
                           round(time.monotonic() - started, 3), result_score.details, error, screenshot,
-                          str(recorder.path) if recorder is not None else None)
+                          str(recorder.path) if recorder is not None else None, recorded.get("video"))
 
     def close(self) -> None:
         if self._agent_thread is not None:
@@ -330,8 +341,12 @@ def write_reports(report: RunReport, out: Path) -> None:
         lines.append(f"| {r.task} | {r.score:.2f} | {r.steps} | {r.seconds:.1f} | {details.replace('|', '/')} |")
     lines.append("")
     for r in report.results:
+        if r.screenshot or r.video:
+            lines += [f"## {r.task}", ""]
         if r.screenshot:
-            lines += [f"## {r.task}", "", f"![final screen of {r.task}]({r.screenshot})", ""]
+            lines += [f"![final screen of {r.task}]({r.screenshot})", ""]
+        if r.video:
+            lines += [f"[video of the episode]({_link(r.video, out)})", ""]
     (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
     rows = []
     for r in report.results:
@@ -339,6 +354,10 @@ def write_reports(report: RunReport, out: Path) -> None:
         if r.screenshot and (out / r.screenshot).exists():
             encoded = base64.b64encode((out / r.screenshot).read_bytes()).decode()
             image = f'<img alt="final screen of {r.task}" width="480" src="data:image/png;base64,{encoded}">'
+        if r.video:
+            src = _escape(_link(r.video, out)).replace('"', "&quot;")
+            image += (f'<br><video controls preload="metadata" width="480" src="{src}"></video>'
+                      f'<br><a href="{src}">video of the episode</a>')
         status = "pass" if r.success else "fail"
         rows.append(f'<tr class="{status}"><td>{r.task}</td><td>{r.score:.2f}</td><td>{r.steps}</td>'
                     f"<td>{r.seconds:.1f}</td><td>{_escape('; '.join(r.details) + (r.error or ''))}</td>"
@@ -349,9 +368,21 @@ def write_reports(report: RunReport, out: Path) -> None:
         ".fail td:nth-child(2){color:#b00}</style>"
         f"<h1>Task run</h1><p>{summary['tasks']} tasks, success rate {summary['success_rate']:.0%}, mean score "
         f"{summary['mean_score']:.2f}</p><table><tr><th>task</th><th>score</th><th>steps</th><th>seconds</th>"
-        f"<th>details</th><th>final screen</th></tr>{''.join(rows)}</table>"
+        f"<th>details</th><th>final screen and video</th></tr>{''.join(rows)}</table>"
     )
     (out / "report.html").write_text(html, encoding="utf-8")
+
+
+def _link(path: str, out: Path) -> str:
+    """``path`` as a link from the reports in ``out``: relative, so the folders can be moved together."""
+    import os
+    from urllib.parse import quote
+
+    try:
+        relative = os.path.relpath(Path(path).resolve(), out.resolve())
+    except ValueError:  # another drive
+        relative = str(Path(path).resolve())
+    return quote(relative)
 
 
 def _escape(text: str) -> str:

@@ -185,6 +185,15 @@ class VncSession:
         # person's click at that very spot would land where the agent left the pointer.
         self._pointer_stale = True
         self._last_pointer: tuple[int, int] | None = None
+        # each viewer's connection to x11vnc, with the loop that owns it (see desktop_replaced)
+        self._upstreams: dict[str, tuple[asyncio.AbstractEventLoop, AsyncioStream]] = {}
+
+    def desktop_replaced(self) -> None:
+        """The session runs on another desktop now (a reset swapped in its spare, or made a new one): end every
+        viewer's relay, from any thread. Viewers reconnect (noVNC does so on its own) and reach the new one;
+        the old display may live on as the next spare, which no viewer must see or drive."""
+        for loop, upstream in list(self._upstreams.values()):
+            loop.call_soon_threadsafe(upstream.writer.transport.abort)
 
     def agent_input_blocked(self) -> str | None:
         """The environment asks before each agent input action: refused while a person holds the desktop;
@@ -248,6 +257,7 @@ class VncSession:
             return
         upstream = AsyncioStream(reader, writer)
         self.viewers[viewer.id] = viewer
+        self._upstreams[viewer.id] = (asyncio.get_running_loop(), upstream)
         try:
             shared = await viewer_stream.read(1)  # ClientInit
             del shared  # every viewer shares the desktop
@@ -268,6 +278,7 @@ class VncSession:
             log.info("viewer %s: %s", viewer.id, exc or "disconnected")
         finally:
             self.viewers.pop(viewer.id, None)
+            self._upstreams.pop(viewer.id, None)
             self.control.viewer_left(viewer.id)
             if self._input_from == viewer.id:
                 async with self._changing_hands:

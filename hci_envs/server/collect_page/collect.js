@@ -1,0 +1,370 @@
+// The collection page (hci_envs/server/collect_routes.py): the live desktop through noVNC's RFB module, the
+// recording controls, the actions as the recorder writes them (polled), and this session's episodes.
+// Every URL is relative to the page, so the page works wherever the server is published (--public-url).
+
+const here = new URL('.', location.href);               // .../collect/SESSION/SECRET/
+const [sessionId, secret] = here.pathname.split('/').filter(Boolean).slice(-2);
+const POLL_MS = 400;
+const NEARLY = 0.9999;       // share of identical pixels above which a final screen is "nearly identical"
+const $ = (selector) => document.querySelector(selector);
+
+let episode = null;          // the episode whose actions are listed
+let cursor = 0;              // where the next poll reads that episode's actions.jsonl from
+let episodesKey = null;      // what the episode list was last drawn from
+let last = null;             // the last state the server sent
+let busy = false;            // a command of this page is under way
+
+// -- talking to the server -------------------------------------------------------------------------------
+async function api(method, path, body) {
+  const init = { method, cache: 'no-store', headers: {} };
+  if (method !== 'GET') {
+    init.headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body ?? {});
+  }
+  const response = await fetch(new URL(path, here), init);
+  let data = null;
+  try { data = await response.json(); } catch { /* no JSON body */ }
+  if (!response.ok) {
+    throw new Error(data?.error?.message || data?.detail || `the server answered ${response.status}`);
+  }
+  return data;
+}
+
+function showError(error) {
+  const box = $('#error');
+  box.textContent = error ? String(error.message || error) : '';
+  box.hidden = !error;
+}
+
+async function run(action) {
+  busy = true;
+  updateButtons();
+  try {
+    await action();
+    showError(null);
+  } catch (error) {
+    showError(error);
+  } finally {
+    busy = false;
+    episodesKey = null;  // what the command changed shows in the list too
+    await refresh();
+  }
+}
+
+// -- the desktop ----------------------------------------------------------------------------------------------
+function setDesktopStatus(state, text) {
+  const status = $('#desktop-status');
+  status.dataset.state = state;
+  status.textContent = `desktop: ${text}`;
+}
+
+async function connectDesktop() {
+  let RFB;
+  try {
+    ({ default: RFB } = await import(new URL('../../../vnc/core/rfb.js', here).href));
+  } catch (error) {
+    setDesktopStatus('disconnected', 'noVNC is not installed on the server (apt-get install novnc)');
+    return;
+  }
+  const socket = new URL(`../../../vnc/ws/${sessionId}/${secret}`, here);
+  socket.protocol = socket.protocol === 'https:' ? 'wss:' : 'ws:';
+  const rfb = new RFB($('#screen'), socket.href, { shared: true });
+  rfb.scaleViewport = true;
+  rfb.resizeSession = false;   // the screen size belongs to the environment's start state
+  rfb.focusOnClick = true;
+  rfb.addEventListener('connect', () => setDesktopStatus('connected', 'connected'));
+  rfb.addEventListener('disconnect', () => {
+    setDesktopStatus('disconnected', 'disconnected; reconnecting…');
+    setTimeout(connectDesktop, 2000);
+  });
+}
+
+// -- actions --------------------------------------------------------------------------------------------------
+function modifiers(action) {
+  return action.modifiers?.length ? ` with ${action.modifiers.join('+')}` : '';
+}
+
+function describe(record) {
+  const a = record.action;
+  switch (a.type) {
+    case 'click': {
+      const times = { 2: 'double ', 3: 'triple ' }[a.count] || '';
+      const button = a.button && a.button !== 'left' ? `${a.button} ` : '';
+      const where = a.x === undefined ? 'where the pointer is' : `at (${a.x}, ${a.y})`;
+      return `${times}${button}click ${where}${modifiers(a)}`;
+    }
+    case 'drag':
+      return `drag from (${a.path[0].join(', ')}) to (${a.path[a.path.length - 1].join(', ')})${modifiers(a)}`;
+    case 'scroll':
+      return `scroll ${a.dy ? `${Math.abs(a.dy)} ${a.dy > 0 ? 'down' : 'up'}` : ''}` +
+        `${a.dx ? ` ${Math.abs(a.dx)} ${a.dx > 0 ? 'right' : 'left'}` : ''}` +
+        `${a.x === undefined ? '' : ` at (${a.x}, ${a.y})`}${modifiers(a)}`;
+    case 'type_text':
+      return `type ${JSON.stringify(a.text)}`;
+    case 'key':
+      return `key ${Array.isArray(a.keys) ? a.keys.join(', ') : a.keys}${a.repeat > 1 ? ` ×${a.repeat}` : ''}`;
+    case 'mouse_move':
+      return `move to (${a.x}, ${a.y})`;
+    case 'wait':
+      return `wait ${a.ms} ms`;
+    default: {
+      const { type, ...rest } = a;
+      return `${type} ${JSON.stringify(rest)}`;
+    }
+  }
+}
+
+function showActions(actions) {
+  const list = $('#actions');
+  if (actions.episode !== episode) {
+    episode = actions.episode;
+    list.replaceChildren();
+  }
+  cursor = actions.cursor;
+  for (const record of actions.items) {
+    const item = document.createElement('li');
+    item.value = record.index + 1;
+    item.dataset.index = record.index;
+    item.dataset.type = record.action.type;
+    item.textContent = describe(record);
+    list.append(item);
+  }
+  if (actions.items.length) list.lastElementChild.scrollIntoView({ block: 'nearest' });
+}
+
+// -- state ------------------------------------------------------------------------------------------------------
+function updateButtons() {
+  const state = last?.recording?.state ?? 'none';
+  const replaying = Boolean(last?.replaying);
+  const active = state === 'recording' || state === 'paused';
+  $('#record').disabled = busy || replaying || active;
+  $('#pause').disabled = busy || state !== 'recording';
+  $('#resume').disabled = busy || state !== 'paused';
+  $('#stop').disabled = busy || !active;
+  $('#discard').disabled = busy || !active;
+  $('#load-task').disabled = busy || replaying || active;
+  for (const button of document.querySelectorAll('.episode button')) button.disabled = busy || replaying || active;
+}
+
+function showState(state) {
+  last = state;
+  $('#session').textContent = `session ${state.session}`;
+  const task = state.task;
+  const instruction = $('#instruction');
+  instruction.dataset.task = task?.id ?? '';
+  instruction.textContent = task
+    ? (task.instruction ?? `Task ${task.id} (not in this server's suite: no instruction)`)
+    : 'No task: demonstrate whatever you are asked to, or pick a task.';
+  const select = $('#task-select');
+  if (task && select.options.length && document.activeElement !== select) select.value = task.id;
+
+  const recording = state.recording;
+  const status = $('#rec-state');
+  status.dataset.state = recording.state;
+  status.dataset.episode = recording.episode ?? '';
+  const counts = recording.episode ? ` Episode ${recording.episode}: ${recording.actions} actions.` : '';
+  status.textContent = {
+    none: 'Not recording.',
+    recording: `Recording.${counts}`,
+    paused: `Paused: what you do now is left out.${counts}`,
+    stopping: `Stopping: writing the episode and its video.${counts}`,
+    stopped: `Stopped.${counts}`,
+  }[recording.state] ?? recording.state;
+  showActions(state.actions);
+
+  const banner = $('#banner');
+  banner.hidden = !state.replaying;
+  banner.textContent = state.replaying
+    ? `Replaying ${state.replaying}: your input is ignored until it ends.` : '';
+  updateButtons();
+
+  const key = JSON.stringify([state.episodes, recording.state, recording.episode]);
+  if (key !== episodesKey) {
+    episodesKey = key;
+    loadEpisodes();
+  }
+}
+
+let refreshing = null;        // the poll in flight: callers share it, so no cursor is read twice
+
+function refresh() {
+  refreshing ??= (async () => {
+    const query = new URLSearchParams({ cursor: String(cursor) });
+    if (episode) query.set('episode', episode);
+    showState(await api('GET', `api/state?${query}`));
+  })().finally(() => { refreshing = null; });
+  return refreshing;
+}
+
+async function poll() {
+  try {
+    await refresh();
+  } catch (error) {
+    showError(error);
+  } finally {
+    setTimeout(poll, POLL_MS);
+  }
+}
+
+// -- episodes ---------------------------------------------------------------------------------------------------
+function percent(share) {
+  return `${(share * 100).toFixed(3)}%`;
+}
+
+function pixels(share, screen) {
+  return screen ? Math.round((1 - share) * screen.width * screen.height) : null;
+}
+
+function reportElement(report) {
+  const box = document.createElement('div');
+  box.className = 'report';
+  const summary = report.summary;
+  const final = document.createElement('p');
+  final.className = 'verdict';
+  if (summary.final_match === null || summary.final_match === undefined) {
+    final.dataset.verdict = 'none';
+    final.textContent = 'Replayed; no screen to compare at the end.';
+  } else {
+    const differing = pixels(summary.final_match, report.screen);
+    // a blinking caret or a clock differs by a few dozen pixels: up to 0.01% of the screen is "nearly"
+    final.dataset.verdict = summary.final_match === 1 ? 'identical'
+      : summary.final_match >= NEARLY ? 'nearly-identical' : 'differs';
+    final.dataset.finalMatch = String(summary.final_match);
+    final.dataset.differingPixels = String(differing);
+    final.textContent = summary.final_match === 1
+      ? `Final screen: identical to the recording (${percent(1)}).`
+      : `Final screen: ${summary.final_match >= NEARLY ? 'nearly identical' : 'differs'}: ` +
+        `${percent(summary.final_match)} of pixels as recorded (${differing} pixels differ).`;
+  }
+  box.append(final);
+  if (report.check) {
+    const check = document.createElement('p');
+    check.className = 'check';
+    check.dataset.success = String(report.check.success);
+    check.textContent = `Task ${report.check.task}: ${report.check.success ? 'done' : 'not done'} ` +
+      `(score ${report.check.score}).`;
+    box.append(check);
+  }
+  const errors = summary.errors ? `, ${summary.errors} failed` : '';
+  const details = document.createElement('details');
+  const title = document.createElement('summary');
+  title.textContent = `${summary.steps} steps replayed${errors}; mean step match ` +
+    `${summary.mean_match === null ? '-' : percent(summary.mean_match)}`;
+  details.append(title);
+  const table = document.createElement('table');
+  table.className = 'steps';
+  const head = table.insertRow();
+  for (const label of ['#', 'action', 'screen match', 'late (ms)', 'error']) {
+    const cell = document.createElement('th');
+    cell.textContent = label;
+    head.append(cell);
+  }
+  for (const step of report.steps) {
+    const row = table.insertRow();
+    row.dataset.index = step.index;
+    // a step whose screen the next one shares was never captured alone: compared after the next
+    const match = step.match === null ? 'shared with next' : percent(step.match);
+    for (const text of [step.index, step.type, match, step.lateness_ms.toFixed(1), step.error ?? '']) {
+      row.insertCell().textContent = String(text);
+    }
+  }
+  details.append(table);
+  box.append(details);
+  return box;
+}
+
+function episodeElement(ep) {
+  const item = document.createElement('li');
+  item.className = 'episode';
+  item.dataset.name = ep.name;
+  const title = document.createElement('h3');
+  title.textContent = ep.name;
+  const info = document.createElement('p');
+  info.className = 'info';
+  const when = ep.started ? new Date(ep.started).toLocaleString() : '';
+  info.textContent = `${ep.task ? `task ${ep.task}, ` : ''}${ep.actions ?? 0} actions, ${ep.state}. ${when}`;
+  item.append(title, info);
+  if (ep.video) {
+    const video = document.createElement('video');
+    video.controls = true;
+    video.preload = 'metadata';
+    video.src = new URL(`api/episodes/${encodeURIComponent(ep.name)}/video`, here).href;
+    item.append(video);
+  } else {
+    const none = document.createElement('p');
+    none.className = 'no-video';
+    none.textContent = 'no video';
+    item.append(none);
+  }
+  const buttons = document.createElement('div');
+  buttons.className = 'buttons';
+  const replay = document.createElement('button');
+  replay.type = 'button';
+  replay.className = 'replay';
+  replay.textContent = 'Replay and verify';
+  replay.title = 'Reset the desktop to the episode\'s start, replay it, and compare the screens';
+  replay.addEventListener('click', () => run(async () => {
+    const report = await api('POST', `api/episodes/${encodeURIComponent(ep.name)}/replay`);
+    item.querySelector('.report')?.remove();
+    item.append(reportElement(report));
+  }));
+  const remove = document.createElement('button');
+  remove.type = 'button';
+  remove.className = 'delete';
+  remove.textContent = 'Delete';
+  remove.addEventListener('click', () => {
+    if (!confirm(`Delete episode ${ep.name}? Its folder is removed from the server.`)) return;
+    run(() => api('DELETE', `api/episodes/${encodeURIComponent(ep.name)}`));
+  });
+  buttons.append(replay, remove);
+  item.append(buttons);
+  if (ep.replay) item.append(reportElement(ep.replay));
+  return item;
+}
+
+async function loadEpisodes() {
+  try {
+    const { episodes } = await api('GET', 'api/episodes');
+    $('#episodes').replaceChildren(...episodes.map(episodeElement));
+    $('#no-episodes').hidden = episodes.length > 0;
+    updateButtons();
+  } catch (error) {
+    showError(error);
+  }
+}
+
+async function loadTasks() {
+  const { tasks } = await api('GET', 'api/tasks');
+  if (!tasks.length) return;
+  const select = $('#task-select');
+  const none = new Option('(no task: the session\'s own start)', '');
+  select.replaceChildren(none, ...tasks.map((t) => {
+    const option = new Option(t.id, t.id);
+    option.title = t.instruction;
+    return option;
+  }));
+  if (last?.task) select.value = last.task.id;
+  $('#task-picker').hidden = false;
+}
+
+// -- wiring -------------------------------------------------------------------------------------------------------
+function recording(command) {
+  return () => run(() => api('POST', 'api/recording', { command, mask_text: $('#mask-text').checked }));
+}
+
+$('#record').addEventListener('click', recording('start'));
+$('#pause').addEventListener('click', recording('pause'));
+$('#resume').addEventListener('click', recording('resume'));
+$('#stop').addEventListener('click', recording('stop'));
+$('#discard').addEventListener('click', () => {
+  if (!confirm('Discard this recording? It stops, and its episode folder is deleted.')) return;
+  recording('discard')();
+});
+$('#load-task').addEventListener('click', () => run(async () => {
+  const task = $('#task-select').value || null;
+  await api('POST', 'api/task', { task });
+}));
+
+connectDesktop();
+loadTasks().catch(showError);
+poll();
