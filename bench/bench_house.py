@@ -4,7 +4,8 @@ screen (a new frame every 2 ms, so no screenshot finds the previous one unchange
   * MCP (the official ``mcp`` client, streamable HTTP): ``screen_size`` (the bare round trip) and
     ``screenshot`` JPEG q75; floor: grab + JPEG in this process;
   * a WebSocket step (OpenEnv's protocol, :class:`HciEnvClient`): ``click`` with a JPEG q75 observation;
-    floor: an XTEST click + grab + JPEG in this process;
+    floor: an XTEST click + grab + JPEG in this process. The server runs with ``--no-settle`` here, as the
+    floor does not wait for the click's effect either (settle's own cost is bench_settle.py's subject);
   * for reference, the same MCP round trip against the fake desktop (``--desktop fake``), which has no X work
     at all: what the protocol stack alone costs.
 
@@ -45,7 +46,7 @@ def main() -> None:
             lambda: (desktop.input.click(1, 1, (100, 100)), desktop.screen.capture(fmt="jpeg", quality=75)), n))
 
     print("ours: hci-envs serve, the same animating app")
-    with ServerProcess("--app", app, "--no-vnc", "--observation-format", "jpeg") as server:
+    with ServerProcess("--app", app, "--no-vnc", "--observation-format", "jpeg", "--no-settle") as server:
         with McpClient(f"{server.base_url}/mcp") as mcp:
             report.add("mcp screen_size (round trip)", measure(lambda: mcp.ok("screen_size"), n))
             report.add("mcp screenshot jpeg q75", measure(
@@ -60,6 +61,12 @@ def main() -> None:
     print("reference: the protocol stack alone (fake desktop)")
     with ServerProcess("--desktop", "fake") as server, McpClient(f"{server.base_url}/mcp") as mcp:
         report.add("mcp screen_size, fake desktop", measure(lambda: mcp.ok("screen_size"), n))
+
+    # What the screenshot adds to a bare MCP round trip, against the floor: the transport's fixed cost (the
+    # SDK's server and client, HTTP) is the round trip; this ratio is the screenshot path itself.
+    added = report.rows["mcp screenshot jpeg q75"]["p50_ms"] - report.rows["mcp screen_size (round trip)"]["p50_ms"]
+    report.value("mcp screenshot minus round trip / floor",
+                 f"{added / report.rows['floor: grab + jpeg q75']['p50_ms']:.2f}x")
 
     print("ratios (ours p50 / floor p50; target at most 1.5x)")
     for key, ours, floor in (
