@@ -3,7 +3,10 @@
   * container cold start until /health answers with a running desktop (docker run included);
   * the size of hci-envs/base (target <= 600 MB) and the Debian base it is built on;
   * idle memory per container (docker stats);
-  * one full episode (reset + 20 steps, JPEG observations) in a container versus the local provider.
+  * one full episode (reset + 20 steps, JPEG observations) in a container versus the local provider;
+  * hci-envs/apps (the real-application suite's image): its size, its cold start to healthy beside the base's,
+    and its first reset into a task of each real app (LibreOffice Calc and Writer, chromium, the file manager),
+    beside the same reset on this machine's own apps (the local provider, same tasks).
 
     .venv/bin/python bench/bench_docker.py [--quick]
 """
@@ -19,6 +22,10 @@ from hci_envs import HciEnvClient
 from hci_envs.providers import DockerProvider, LocalProvider
 
 IMAGE = "hci-envs/base:latest"
+APPS_IMAGE = "hci-envs/apps:latest"
+#: One task per real app of the suite, for the apps image's resets.
+#: The first template of these apps, at seed 0 (a reset into each is timed).
+APP_TASK_APPS = ("calc", "writer", "browser", "files")
 
 
 def episode(env: HciEnvClient) -> float:
@@ -38,7 +45,7 @@ def main() -> None:
     import docker
 
     client = docker.from_env()
-    for tag in (IMAGE, "hci-envs/base-os:bookworm", "hci-envs/editor:latest"):
+    for tag in (IMAGE, "hci-envs/base-os:bookworm", "hci-envs/editor:latest", APPS_IMAGE):
         try:
             report.value(f"image size {tag}", f"{client.images.get(tag).attrs['Size'] / 1e6:.0f} MB")
         except docker.errors.ImageNotFound:
@@ -76,6 +83,32 @@ def main() -> None:
     with HciEnvClient.from_provider(LocalProvider(**options)) as env:
         report.add("episode with the local provider", [episode(env) for _ in range(n)])
     report.ratio("container / local (p50)", "episode in a container", "episode with the local provider")
+
+    print("hci-envs/apps: cold start, and a reset into a task of each real app")
+    starts = []
+    for _ in range(n):
+        provider = DockerProvider(APPS_IMAGE, mem_limit="3g")
+        started = time.perf_counter()
+        provider.start()
+        starts.append((time.perf_counter() - started) * 1000)
+        provider.stop()
+    report.add("apps image: container cold start to healthy", starts)
+    report.ratio("apps / base cold start (p50)", "apps image: container cold start to healthy",
+                 "container cold start to healthy")
+    local = LocalProvider("workstation", tasks="apps")
+    with HciEnvClient.from_docker_image(APPS_IMAGE, mem_limit="3g") as inside, \
+            HciEnvClient.from_provider(local) as here:
+        from hci_envs.tasks.suite import templates
+
+        app_tasks = [next(f"{t.id}.0" for t in templates().values() if t.app == app) for app in APP_TASK_APPS]
+        for task in app_tasks:
+            for env, where in ((inside, "in the apps image"), (here, "locally")):
+                samples = []
+                for _ in range(max(2, n // 2)):
+                    started = time.perf_counter()
+                    env.reset(task=task)
+                    samples.append((time.perf_counter() - started) * 1000)
+                report.add(f"reset into {task} {where}", samples)
     report.save()
 
 

@@ -113,8 +113,9 @@ class AgentAccount:
         ]
 
     def live_pids(self) -> list[int]:
-        """Processes running as this uid (zombies and exiting processes, which can do nothing, left out)."""
-        return [pid for pid, uid, state in _processes() if uid == self.uid and state not in "ZX"]
+        """Processes running as this uid that can still run code of their own: zombies, exiting processes and
+        processes with a SIGKILL pending are left out (none of them returns to user space again)."""
+        return [pid for pid, uid, state in _processes() if uid == self.uid and state not in "ZX" and not _doomed(pid)]
 
     def signal_all(self, sig: str) -> None:
         """Send ``sig`` (a name: KILL, STOP, CONT) to every process of this uid at once: kill(-1) from a process
@@ -197,6 +198,30 @@ class AgentAccount:
         path = Path(tempfile.mkdtemp(prefix=prefix))
         os.chown(path, self.uid, self.gid)
         return path
+
+
+_PF_EXITING = 0x4  # include/linux/sched.h
+_SIGKILL_BIT = 1 << (9 - 1)
+
+
+def _doomed(pid: int) -> bool:
+    """Whether a process can never run code of its own again: it is exiting, or SIGKILL is pending for it.
+    A process killed on a busy machine stays runnable until it is scheduled to die (and a big one, chromium,
+    takes tens of milliseconds to free its memory): waiting for it to be gone made a reset wait for that."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read(1024)
+        flags = int(stat[stat.rindex(b")") + 2:].split()[6])
+        if flags & _PF_EXITING:
+            return True
+        with open(f"/proc/{pid}/status", "rb") as f:
+            status = f.read(4096)
+    except (OSError, ValueError, IndexError):
+        return True  # gone
+    for line in status.split(b"\n"):
+        if line.startswith((b"SigPnd:", b"ShdPnd:")) and int(line.split()[1], 16) & _SIGKILL_BIT:
+            return True
+    return False
 
 
 def _processes() -> Iterator[tuple[int, int, str]]:

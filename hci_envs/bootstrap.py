@@ -31,13 +31,16 @@ OPENENV_REQUIREMENT = "openenv==0.10.0"
 #: What a desktop needs at run time.
 RUNTIME_APT = [
     "xvfb", "xauth", "openbox", "x11vnc", "novnc", "xterm", "python3-tk", "python3-venv",
-    "fonts-dejavu-core", "fonts-noto-cjk", "fonts-noto-color-emoji", "x11-utils",
+    "fonts-dejavu-core", "fonts-noto-cjk", "fonts-noto-color-emoji", "x11-utils", "dbus-daemon", "at-spi2-core",
 ]
 #: What the tests and benchmarks need on top: a browser for the noVNC page, the baseline tools of the
-#: computer-use demo (xdotool, scrot, ImageMagick), debootstrap for the offline base image, the text
-#: editor of the built-in task suite, an office suite, and xhost (the containment tests open a display).
+#: computer-use demo (xdotool, scrot, ImageMagick), debootstrap for the offline base image, the real apps of
+#: the task suite (a text editor, an office suite with its GTK front end, a file manager, a calculator), xhost
+#: (the containment tests open a display), GTK's Python bindings (the accessibility tests' GTK window) and
+#: pyatspi (the accessibility benchmark's baseline walk).
 TEST_APT = ["chromium", "mousepad", "xdotool", "scrot", "imagemagick", "debootstrap", "ca-certificates",
-            "x11-xserver-utils", "libreoffice-writer"]
+            "x11-xserver-utils", "libreoffice-writer", "libreoffice-calc", "libreoffice-gtk3", "pcmanfm",
+            "galculator", "python3-gi", "gir1.2-gtk-3.0", "python3-pyatspi"]
 #: Agent accounts created by default: one per live session (a server's --max-sessions must not exceed it).
 AGENT_ACCOUNTS = 64
 #: Every agent account bears this name (see hci_envs.accounts): useradd makes them as NAME-N, then they are
@@ -124,16 +127,20 @@ def ensure_venv(extra: str) -> Path:
 
 
 def ensure_openenv() -> Path:
-    """OpenEnv's own client in a separate environment: it pins an older mcp than ours, as a trainer would."""
+    """OpenEnv's own client in a separate environment: it pins an older mcp than ours, as a trainer would. Our
+    light client with the docker extra goes beside it (it needs no mcp), as a trainer who starts our images
+    with OpenEnv's from_docker_image and our provider has it."""
     python = OPENENV_VENV / "bin" / "python"
-    if python.exists() and _stamp(OPENENV_VENV, OPENENV_REQUIREMENT):
+    key = f"{OPENENV_REQUIREMENT} + hci-envs[docker]"
+    if python.exists() and _stamp(OPENENV_VENV, key):
         log(f"OpenEnv environment {OPENENV_VENV.name}: up to date")
         return python
     if not python.exists():
         run([sys.executable, "-m", "venv", str(OPENENV_VENV)])
     run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"])
     run([str(python), "-m", "pip", "install", "-q", OPENENV_REQUIREMENT])
-    (OPENENV_VENV / ".hci-envs-stamp").write_text(OPENENV_REQUIREMENT)
+    run([str(python), "-m", "pip", "install", "-q", "-e", f"{ROOT}[docker]"])
+    (OPENENV_VENV / ".hci-envs-stamp").write_text(key)
     return python
 
 
@@ -233,6 +240,34 @@ def install(test: bool, agent_accounts: int = AGENT_ACCOUNTS) -> Path:
     return python
 
 
+#: The real-application suite's test: every template on real apps. It spends most of its time waiting on apps,
+#: so it runs as a second pytest session beside the rest.
+SUITE_TESTS = "tests/test_suite.py"
+
+
+def run_tests(python: Path, env: dict[str, str]) -> int:
+    """The whole suite in two sessions at once: the real-application suite's test (its output kept in a file
+    and shown when it ends) and everything else; fails if either fails."""
+    log_path = ROOT / ".cache" / "suite-tests.log"
+    log_path.parent.mkdir(exist_ok=True)
+    started = time.monotonic()
+    with open(log_path, "wb") as out:
+        suite = subprocess.Popen([str(python), "-m", "pytest", SUITE_TESTS, "-p", "no:cacheprovider"],
+                                 stdout=out, stderr=subprocess.STDOUT, env=env)
+        try:
+            rest = subprocess.run([str(python), "-m", "pytest", "--ignore", SUITE_TESTS], env=env).returncode
+            suite_status = suite.wait()
+        finally:
+            if suite.poll() is None:
+                suite.terminate()
+                suite.wait()
+    print(f"\n--- {SUITE_TESTS} (ran beside the others) ---", flush=True)
+    print(log_path.read_text(errors="replace"), flush=True)
+    log(f"tests done in {time.monotonic() - started:.0f}s: the others exited {rest}, {SUITE_TESTS} exited "
+        f"{suite_status}")
+    return rest or suite_status
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
@@ -257,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
         env = {**os.environ, "HCI_ENVS_STRICT": "1", "HCI_ENVS_OPENENV_PYTHON": str(OPENENV_VENV / "bin" / "python")}
         log("running the test suite (strict: a missing part or a skipped test fails the run)")
         os.chdir(ROOT)
-        os.execve(str(python), [str(python), "-m", "pytest", *rest], env)
+        if rest:  # the caller chose what to run
+            os.execve(str(python), [str(python), "-m", "pytest", *rest], env)
+        return run_tests(python, env)
     print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)
     return 2

@@ -116,6 +116,9 @@ def serve(args: argparse.Namespace) -> int:
                        # costs both ends time (measured: bench/bench_house.py)
                        ws_per_message_deflate=False)
     )
+    from .server.path_token import redact_logs
+
+    redact_logs()  # uvicorn.Config has set up its handlers: no control token in a URL path reaches them
     server.run(sockets=[sock])
     return 0 if server.started else 1
 
@@ -241,7 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where recordings go (default ./episodes, or HCI_ENVS_EPISODES_DIR)")
     p.add_argument("--tasks", default=os.environ.get("HCI_ENVS_TASKS"),
                    help="the task suite a reset can name tasks of: a task file or folder (default: the built-in "
-                        "suite; or HCI_ENVS_TASKS). Keep it private to the server's user: it holds the answers")
+                        "suite; or HCI_ENVS_TASKS), or 'apps' for the real-application suite (any TEMPLATE.SEED). "
+                        "Keep a task file private to the server's user: it holds the answers")
     p.add_argument("--desktop", choices=("xvfb", "fake"), default=os.environ.get("HCI_ENVS_DESKTOP", "xvfb"),
                    help="xvfb: real X desktops (default); fake: desktops without X, the test seam for everything "
                         "but screen, input and apps (no VNC)")

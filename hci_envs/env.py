@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 from . import deadline
 from .accounts import Isolation, resolve_isolation
-from .actions.models import ActionBase, Screenshot
+from .actions.models import ActionBase
 from .codeact import BASE_TOOLS, CODE_TOOL, EnvironmentTools
 from .episode import Episode
 from .errors import (
@@ -119,6 +119,7 @@ class DesktopEnvironment(EnvironmentTools):
         self.listeners: list[Callable[[str], Any]] = []
         self.episode = Episode()
         self._lock = threading.RLock()
+        self._performing = False
         self._epoch = 0
         #: Whether the agent side runs as an account of its own ("uid") or as this process's user ("none").
         self.isolation = resolve_isolation(isolation)
@@ -209,7 +210,7 @@ class DesktopEnvironment(EnvironmentTools):
             if epoch is not None and epoch != self._epoch:
                 raise EnvironmentStateError("the episode was reset (or closed) while this call waited; it did not run")
             self.episode.require_running()
-            self.episode.touch()
+            self.episode.touch(by_agent=not self._performing)
             failure = self._desktop_failure()
             if failure is not None:
                 self.episode.truncate(failure)
@@ -312,7 +313,9 @@ class DesktopEnvironment(EnvironmentTools):
             self._notify("desktop")  # viewers of the old display must come over to this one
         self._notify("reset")
         self.episode.pristine = True
-        self.episode.pristine_home = self.homes.fingerprint()
+        self.episode.pristine_home = parts.home_fingerprint if spare is not None else None
+        if self.episode.pristine_home is None:
+            self.episode.pristine_home = self.homes.fingerprint()
         if self.spare is not None:
             self.spare.want(s, recycled=current if spare is not None else None)
         return self._observe(text="reset")
@@ -341,7 +344,9 @@ class DesktopEnvironment(EnvironmentTools):
     def _prepare_spare(self, parts: DesktopParts | None, state: StartState) -> DesktopParts:
         if parts is None:  # a second account: the spare's apps must not be this episode's
             parts = DesktopParts.new(self.isolation, self.homes.max_snapshot_bytes)
-        return self._bring_up(parts, state, None)
+        parts = self._bring_up(parts, state, None)
+        parts.home_fingerprint = parts.homes.fingerprint()
+        return parts
 
     def _notify(self, event: str) -> None:
         for listener in list(self.listeners):
@@ -419,8 +424,29 @@ class DesktopEnvironment(EnvironmentTools):
         for task setup and other control-plane work. Returns the text and data it produced."""
         with self._lock:
             self.episode.require_running()
-            out = self._run_item(self.parse_step_item(item), Observation())
+            self._performing = True  # what runs here is the control plane's, not the agent's (catch_up)
+            try:
+                out = self._run_item(self.parse_step_item(item), Observation())
+            finally:
+                self._performing = False
             return Observation(text=out.text, data=out.data, images=[image_data(i) for i in out.images])
+
+    def catch_up(self, timeout: float = 10.0, quiet: float = 0.3) -> list[str]:
+        """Wait until the world has caught up with the agent, before a checker reads it: the calls in flight
+        have finished (this takes the environment's lock, as they hold it), no command the agent typed into a
+        terminal still runs and the terminals are still (:mod:`hci_envs.desktop.quiescence`), then the screen
+        has settled for ``quiet`` seconds. At most ``timeout`` seconds for the terminals (a reset cuts it
+        short); returns what was still busy then, or [] when the world caught up."""
+        with self._lock:
+            if self.desktop is None:
+                return []
+            epoch = self._epoch
+            since = self.episode.agent_since or time.clock_gettime(time.CLOCK_BOOTTIME)
+            wait = getattr(self.desktop, "wait_caught_up", None)  # a factory's own desktop may not have it
+            busy = wait(since, timeout, cancelled=lambda: self._epoch != epoch) if wait else []
+            if quiet:
+                self.desktop.events.wait_settled(quiet=quiet, timeout=5.0)
+            return busy
 
     def observe(self) -> Observation:
         """A fresh observation of the current screen (control plane; not a step)."""
@@ -464,17 +490,17 @@ class DesktopEnvironment(EnvironmentTools):
     def _observe(self, text: str = "", settle_since: float | None = None) -> Observation:
         """The observation; with ``settle_since``, once the screen shows the effect of what ran after it."""
         spec = self.observation_spec
-        shot = None
-        if spec.format is not None and self.desktop is not None:
+        shot = tree = marks = None
+        if (spec.format is not None or spec.accessibility) and self.desktop is not None:
             try:
                 if settle_since is not None:
                     self.executor.settle(settle_since)
-                result = self.executor.run(Screenshot(format=spec.format, quality=spec.quality, max_side=spec.max_side))
-                shot = image_data(result.image)
+                image, tree, marks = self.executor.observation(spec)
+                shot = image_data(image) if image is not None else None
             except DesktopError as exc:
                 self.episode.truncate(str(exc))
                 return self._truncated_observation([text])
-        return Observation(screenshot=shot, text=text, done=self.episode.done)
+        return Observation(screenshot=shot, accessibility_tree=tree, marks=marks, text=text, done=self.episode.done)
 
     def _truncated_observation(self, texts: list[str]) -> Observation:
         return Observation(text="\n".join(t for t in texts if t), done=True, truncated=True,

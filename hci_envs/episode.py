@@ -35,6 +35,9 @@ class Episode:
     #: The home directory as the last reset left it (names, sizes, times).
     pristine_home: frozenset[tuple[str, int, int]] = frozenset()
     last_used: float = field(default_factory=time.monotonic)
+    #: When the agent first acted in this episode (boot-clock seconds, as /proc dates processes), or None: a
+    #: command started since then is the agent's, and a checker waits for it (DesktopEnvironment.catch_up).
+    agent_since: float | None = None
 
     def begin(self, seed: int | None, episode_id: str | None) -> None:
         self.id = episode_id or str(uuid.uuid4())
@@ -43,11 +46,15 @@ class Episode:
         self.truncated_reason = None
         self.seed = seed
         self.last_used = time.monotonic()
+        self.agent_since = None
 
-    def touch(self) -> None:
-        """Something acts on the desktop: it is no longer as the reset left it."""
+    def touch(self, by_agent: bool = True) -> None:
+        """Something acts on the desktop: it is no longer as the reset left it. ``by_agent``: the agent, not
+        the control plane (a task's setup)."""
         self.pristine = False
         self.last_used = time.monotonic()
+        if by_agent and self.agent_since is None:
+            self.agent_since = time.clock_gettime(time.CLOCK_BOOTTIME)
 
     def truncate(self, reason: str) -> None:
         if self.truncated_reason is None:

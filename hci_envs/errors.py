@@ -9,6 +9,7 @@ frame) and back (the client raises the matching class), so the same failure read
     │   ├── InvalidActionError      the action is malformed or out of range (names the field)
     │   ├── UnknownToolError        no tool by that name
     │   ├── HumanControlError       a human holds the desktop; agent input is refused
+    │   ├── StaleElementError       an element number that no longer names an element on screen
     │   └── ActionTimeoutError      the action ran past its time limit
     │       ├── UnsupportedActionError  an adapter's action has no canonical form (hci_envs.adapters)
     │       └── UnknownKeyError          a key name that is no key (hci_envs.actions)
@@ -35,7 +36,7 @@ frame) and back (the client raises the matching class), so the same failure read
     ├── EnvCheckError               an environment breaks the contract (hci_envs.checks; an AssertionError)
     ├── RfbError                    a VNC peer broke the RFB protocol (hci_envs.vnc)
     ├── TransportError              the server could not be reached or broke the protocol
-    ├── ProviderError               a provider could not start or reach its server
+    ├── ProviderError               a provider could not start or reach its server (also a RuntimeError)
     └── PoolError                   a desktop pool could not start, or was handed what it does not own
         └── NoDesktopReadyError     no desktop became ready to claim in time (hci_envs.cluster)
 
@@ -115,6 +116,13 @@ class UnknownToolError(ActionError):
 
 class HumanControlError(ActionError):
     code = "HUMAN_CONTROL"
+
+
+class StaleElementError(ActionError):
+    """An action named an element (a number from the latest accessibility tree or marked screenshot) that is
+    not in that observation, or is gone or off screen now. Take a new observation."""
+
+    code = "STALE_ELEMENT"
 
 
 class ActionTimeoutError(ActionError):
@@ -274,7 +282,10 @@ class TransportError(HciEnvsError):
     code = "TRANSPORT_ERROR"
 
 
-class ProviderError(HciEnvsError):
+class ProviderError(HciEnvsError, RuntimeError):
+    """A provider could not start or reach its server. A RuntimeError too, as OpenEnv's container providers
+    raise, so that code written for those handles ours."""
+
     code = "PROVIDER_ERROR"
 
 
@@ -305,6 +316,7 @@ WIRE: dict[str, WireForm] = {
     "VALIDATION_ERROR": WireForm(422, "VALIDATION_ERROR", "invalid_args"),
     "UNKNOWN_TOOL": WireForm(404, "EXECUTION_ERROR", "tool_not_found"),
     "HUMAN_CONTROL": WireForm(409, "EXECUTION_ERROR", "execution_error"),
+    "STALE_ELEMENT": WireForm(409, "EXECUTION_ERROR", "execution_error"),
     "TIMEOUT": WireForm(504, "EXECUTION_ERROR", "timeout"),
     "DESKTOP_DIED": WireForm(503, "EXECUTION_ERROR", "execution_error"),
     "DESKTOP_LOST": WireForm(503, "EXECUTION_ERROR", "execution_error"),

@@ -16,12 +16,18 @@ from . import deadline
 from .actions import models as A
 from .actions.keys import split_combo
 from .actions.models import BUTTON_NUMBERS, parse_action
-from .errors import ActionTimeoutError, DesktopDiedError, HumanControlError
+from .errors import ActionTimeoutError, DesktopDiedError, HumanControlError, StaleElementError
 
 #: The selections a paste offers its text on (xterm's shift+Insert reads PRIMARY, the others CLIPBOARD).
 PASTE_SELECTIONS = ("CLIPBOARD", "PRIMARY")
 #: The keys that paste in xterm, GTK, Qt, Tk and chromium alike.
 DEFAULT_PASTE_KEYS = "shift+Insert"
+#: Window classes (WM_CLASS, any case) of apps that paste PRIMARY with those keys: the terminals.
+PRIMARY_PASTERS = frozenset({
+    "xterm", "uxterm", "urxvt", "rxvt", "aterm", "eterm", "st", "st-256color", "konsole", "xfce4-terminal",
+    "gnome-terminal", "gnome-terminal-server", "mate-terminal", "lxterminal", "qterminal", "terminator", "tilix",
+    "sakura", "alacritty", "kitty", "wezterm", "terminology",
+})
 
 #: "The screen has settled" after an action: it changed (the action's effect, waited for up to SETTLE_EFFECT
 #: seconds; an action may have none) and then stayed still, its background aside, for SETTLE_QUIET seconds,
@@ -124,6 +130,8 @@ class Executor:
     # -- observation ---------------------------------------------------------------------------------
     def _do_screenshot(self, a: A.Screenshot) -> ActionResult:
         region = (a.region.x, a.region.y, a.region.width, a.region.height) if a.region else None
+        if a.marks:
+            return self._marked_screenshot(a, region)
         params = (region, a.scale, a.max_side, a.format, a.quality)
         # The screen has not changed since the last identical capture (no damage since): reuse its bytes. The
         # exact count costs a round trip to the X server, so it is asked only when the count seen so far
@@ -151,6 +159,80 @@ class Executor:
             text += f", scale {image.scale:g} (pass scale={image.scale:g} with coordinates read off this image)"
         return ActionResult(a.type, text, image=image)
 
+    def _marked_screenshot(self, a: A.Screenshot, region: tuple[int, int, int, int] | None,
+                           tree: Any = None) -> ActionResult:
+        """A screenshot with the interactive elements boxed and numbered (their numbers in ``tree``, else in a
+        tree of the interactive elements read for it, which becomes what ``element=`` refers to)."""
+        from .desktop.a11y import Query
+        from .desktop.encode import Frame
+        from .desktop.marks import draw_marks, mark_table
+        from .desktop.screen import scaled_size
+
+        left, top, width, height = region if region is not None else (0, 0, *self.screen_size)
+        scale = scaled_size(width, height, a.scale, a.max_side)[2]
+        if tree is None:
+            tree = self.read_tree(Query(interactive_only=True, max_nodes=500))
+        marks = []
+        for mark in mark_table(tree.nodes):
+            x, y, w, h = mark["box"]
+            x0, y0 = max(x, left), max(y, top)
+            x1, y1 = min(x + w, left + width), min(y + h, top + height)
+            if x1 <= x0 or y1 <= y0:
+                continue  # outside the captured region
+            box = [round((x0 - left) * scale), round((y0 - top) * scale)]
+            box += [max(1, round((x1 - left) * scale) - box[0]), max(1, round((y1 - top) * scale) - box[1])]
+            marks.append({**mark, "box": box})
+
+        def overlay(frame: Frame) -> Frame:
+            return draw_marks(frame, marks)
+
+        image = self.desktop.screen.capture(region=region, scale=a.scale, max_side=a.max_side, fmt=a.format,
+                                            quality=a.quality, cursor=a.cursor, overlay=overlay)
+        listed = ", ".join(f"[{m['element']}] {m['role']}" + (f" {m['name']!r}" if m["name"] else "")
+                           for m in marks[:200])
+        text = f"screenshot {image.width}x{image.height} {a.format} with {len(marks)} marks"
+        if image.scale != 1:
+            text += f", scale {image.scale:g}"
+        text += f": {listed}" if marks else f" ({tree.reason or 'no element to act on is on screen'})"
+        data: dict[str, Any] = {"marks": marks}
+        if tree.reason:
+            data["reason"] = tree.reason
+        return ActionResult(a.type, text, data, image=image)
+
+    def read_tree(self, query: Any) -> Any:
+        """The desktop's accessibility tree (:class:`~hci_envs.desktop.a11y.Tree`, numbered; its numbers become
+        what ``element=`` refers to), or an empty one saying why there is none."""
+        from .desktop.a11y import Tree
+
+        accessibility = getattr(self.desktop, "accessibility", None)
+        if accessibility is None:
+            reason = getattr(self.desktop, "no_accessibility", None) or "this desktop has no accessibility tree"
+            return Tree([], {}, self.screen_size, reason=reason)
+        return accessibility.tree(query)
+
+    def _do_accessibility_tree(self, a: A.AccessibilityTree) -> ActionResult:
+        from .desktop.a11y import Query
+
+        tree = self.read_tree(Query(app=a.app, window=a.window, visible_only=a.visible_only,
+                                    interactive_only=a.interactive_only, max_depth=a.max_depth,
+                                    max_nodes=a.max_nodes))
+        tree = tree.scaled(a.scale or 1.0)
+        return ActionResult(a.type, tree.outline(), tree.to_dict())
+
+    def observation(self, spec: Any) -> tuple[Any, dict[str, Any] | None, list[dict[str, Any]] | None]:
+        """What an observation shows, as ``spec`` (an ObservationSpec) asks: the screenshot, the tree (boxes in
+        the screenshot's pixels) and the marks. With both tree and marks, one numbering serves both."""
+        from .desktop.a11y import Query
+
+        tree = self.read_tree(Query()) if spec.accessibility else None
+        image = marks = None
+        if spec.format is not None:
+            shot = A.Screenshot(format=spec.format, quality=spec.quality, max_side=spec.max_side, marks=spec.marks)
+            result = self._marked_screenshot(shot, None, tree) if spec.marks and tree is not None else self.run(shot)
+            image, marks = result.image, result.data.get("marks") if spec.marks else None
+        shown = tree.scaled(image.scale if image is not None else 1.0).to_dict() if tree is not None else None
+        return image, shown, marks
+
     def _do_cursor_position(self, a: A.CursorPosition) -> ActionResult:
         x, y = self.desktop.input.pointer()
         if a.scale is not None and a.scale != 1:  # in the space of a screenshot taken at that scale
@@ -169,12 +251,22 @@ class Executor:
 
     # -- pointer -------------------------------------------------------------------------------------
     def _at(self, a: Any) -> tuple[int, int] | None:
+        element = getattr(a, "element", None)
+        if element is not None:
+            accessibility = getattr(self.desktop, "accessibility", None)
+            if accessibility is None:
+                reason = getattr(self.desktop, "no_accessibility", None) or "it has no accessibility tree"
+                raise StaleElementError(f"element {element}: no element can be found on this desktop ({reason})",
+                                        element=element)
+            return accessibility.resolve(element)
         if getattr(a, "x", None) is None:
             return None
         return a.screen_point(a.x, a.y)
 
     def _do_mouse_move(self, a: A.MouseMove) -> ActionResult:
-        x, y = a.screen_point(a.x, a.y)
+        at = self._at(a)
+        assert at is not None  # the model requires x and y, or an element
+        x, y = at
         self.desktop.input.move(x, y)
         return ActionResult(a.type, f"moved to ({x}, {y})", {"x": x, "y": y})
 
@@ -203,7 +295,8 @@ class Executor:
         at = self._at(a)
         self.desktop.input.scroll(a.dx, a.dy, at, a.modifiers)
         where = f" at {at}" if at else ""
-        return ActionResult(a.type, f"scrolled dx={a.dx} dy={a.dy}{where}")
+        data = {"x": at[0], "y": at[1]} if at else {}
+        return ActionResult(a.type, f"scrolled dx={a.dx} dy={a.dy}{where}", data)
 
     # -- keyboard ------------------------------------------------------------------------------------
     def _do_key(self, a: A.Key) -> ActionResult:
@@ -235,33 +328,47 @@ class Executor:
             mode = "keys" if self.desktop.input.fits(a.text) else "paste"
         if mode == "paste":
             self._paste(a.text)
-        else:
-            batch_start = [time.monotonic()]
-
-            def wait_for_apps() -> None:
-                # Apps read a key's keysym when they process the event, so scratch keys are remapped only
-                # once the app has caught up: it has drawn since this batch of keys began (the keys' effect,
-                # an event; up to 1 s for an app that shows nothing) and the screen has gone quiet after it.
-                self.desktop.events.wait_settled(0.05, 3.0, since=batch_start[0], effect=1.0)
-                batch_start[0] = time.monotonic()
-
-            pauses = self.desktop.input.type_keys(a.text, wait_for_apps)
-            return ActionResult(a.type, f"typed {len(a.text)} characters (keys)",
-                                {"mode": "keys", "chars": len(a.text), "pauses": pauses})
-        return ActionResult(a.type, f"typed {len(a.text)} characters ({mode})", {"mode": mode, "chars": len(a.text)})
+            return ActionResult(a.type, f"typed {len(a.text)} characters (paste)",
+                                {"mode": "paste", "chars": len(a.text)})
+        typed = self.desktop.input.type_keys(a.text)
+        data = {"mode": "keys", "chars": len(a.text), "pauses": typed.pauses}
+        if typed.chars == len(a.text):
+            return ActionResult(a.type, f"typed {len(a.text)} characters (keys)", data)
+        # The app did not show that it had handled the keys sent so far, and remapping the spare keys before
+        # it has would change what those keys mean: the rest is pasted ('auto') or left untyped ('keys').
+        stopped = (f"type_text: typed {typed.chars} of {len(a.text)} characters as keys, then stopped: "
+                   f"{typed.stopped}")
+        left = deadline.remaining()
+        if a.mode == "keys" or (left is not None and left <= 0):
+            raise ActionTimeoutError(f"{stopped}. The spare keys are remapped only once the app has handled the "
+                                     "keys sent on them; type the rest when it responds, or use mode 'paste'.",
+                                     typed=typed.chars, chars=len(a.text))
+        self._paste(a.text[typed.chars:])
+        return ActionResult(a.type, f"typed {len(a.text)} characters ({typed.chars} as keys, the rest pasted: "
+                            f"{typed.stopped})", {**data, "mode": "keys+paste", "keys": typed.chars})
 
     def _paste(self, text: str) -> None:
-        """Put ``text`` on both selections and press the paste keys. shift+Insert (the default) pastes in
-        every toolkit: xterm inserts PRIMARY, GTK, Qt, Tk and chromium insert CLIPBOARD."""
+        """Put ``text`` on the selection the focused app pastes with the paste keys, and press them.
+        shift+Insert (the default) pastes in every toolkit: terminals insert PRIMARY, GTK, Qt, Tk and chromium
+        CLIPBOARD. PRIMARY is offered only to terminals: a text field whose selection loses PRIMARY to another
+        client drops that selection, so a paste over selected text would insert beside it instead of
+        replacing it. An app of a class not known to read PRIMARY that does not ask for CLIPBOARD is offered
+        PRIMARY after all, with the keys pressed again."""
         events = self.desktop.events
         try:
             previous = events.get_clipboard(timeout=1.0)
         except (ActionTimeoutError, DesktopDiedError):
             previous = None
-        served = events.requests_served
-        events.set_clipboard(text, selections=PASTE_SELECTIONS)
-        self.desktop.input.combo(split_combo(self.paste_keys))
-        fetched = events.wait_served(served, timeout=3.0)
+        reads_primary = self.desktop.input.focused_class().lower() in PRIMARY_PASTERS
+        offers = [PASTE_SELECTIONS] if reads_primary else [("CLIPBOARD",), ("PRIMARY",)]
+        fetched = False
+        for selections in offers:
+            served = events.requests_served
+            events.set_clipboard(text, selections=selections)
+            self.desktop.input.combo(split_combo(self.paste_keys))
+            fetched = events.wait_served(served, timeout=2.0 if len(offers) > 1 else 3.0)
+            if fetched:
+                break
         if fetched:
             # An app may still be inserting what it read, and chromium drops a paste whose selection changes
             # owner meanwhile: let the screen show the text before the selections change again.

@@ -44,14 +44,19 @@ BUILD = (CHECKOUT / "images" / ".build" if CHECKOUT
 BASE_OS = "hci-envs/base-os:bookworm"
 PUBLIC_BASE = "debian:bookworm-slim"
 BASE = "hci-envs/base:latest"
+APPS = "hci-envs/apps:latest"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
-#: What the base image has: the desktop (the HumanComputerInterfaceable trait's packages and x11vnc),
+#: What the base image has: the desktop (the HumanComputerInterfaceable trait's packages, x11vnc and the
+#: accessibility bus),
 #: Python, fonts for Latin, CJK and emoji, tini as PID 1, and the tools the shell and Python traits use.
 SYSTEM_PACKAGES = (
     "python3", "python3-venv", "python3-tk", "xvfb", "xauth", "openbox", "x11vnc", "xterm", "tini",
     "fonts-dejavu-core", "fonts-noto-cjk", "fonts-noto-color-emoji", "ca-certificates", "procps", "bash",
-    "coreutils", "util-linux",
+    "coreutils", "util-linux", "dbus-daemon", "at-spi2-core",
+    # at-spi2-core pulls in dconf-service, which needs "default-dbus-session-bus | dbus-session-bus": apt picks
+    # one, debootstrap does not resolve the choice and fails to configure; dbus-x11 is the one without systemd
+    "dbus-x11",
 )
 #: Packages of which the images take only the files: Debian's novnc would pull in nodejs and numpy for a
 #: proxy we do not use, when all we serve is its web page.
@@ -209,8 +214,9 @@ def _run(argv: list[str], progress: Progress, every: int = 0) -> None:
 IMAGE_PYTHON = (3, 11)
 
 
-#: What the images install: the server, and episode video (recordings made in a container get their video).
-IMAGE_EXTRAS = "server,video"
+#: What the images' wheelhouse holds: the server, episode video (recordings made in a container get their
+#: video), and the checkers' readers of office documents (installed by the apps image).
+IMAGE_EXTRAS = "server,video,tasks"
 
 
 def build_wheelhouse(dest: Path | None = None, *, extras: str = IMAGE_EXTRAS, progress: Progress = _say) -> Path:
@@ -382,14 +388,23 @@ def build_base(*, base: str = BASE_OS, tag: str = BASE, offline: bool = True, mi
 
 def build_dockerfile_dir(directory: Path, tag: str, *, files: dict[str, Path] | None = None,
                          base: str = BASE, progress: Progress = _say) -> str:
-    """Build an image from a folder of images/ (with extra ``files`` copied into its context)."""
+    """Build an image from a folder of images/ (with extra ``files``, or folders, copied into its context)."""
     context = build_dir() / directory.name
     if context.exists():
         shutil.rmtree(context)
     shutil.copytree(directory, context)
     for name, source in (files or {}).items():
-        shutil.copy2(source, context / name)
+        if source.is_dir():
+            shutil.copytree(source, context / name, ignore=shutil.ignore_patterns(".stamp", ".own-stamp"))
+        else:
+            shutil.copy2(source, context / name)
     return docker_build(context, tag, buildargs={"BASE": base}, progress=progress)
+
+
+def build_apps(*, progress: Progress = _say) -> str:
+    """hci-envs/apps: the base with the task suite's real apps and the checkers' readers."""
+    return build_dockerfile_dir(IMAGES / "apps", APPS, files={"wheels": build_wheelhouse(progress=progress)},
+                                progress=progress)
 
 
 def derived_dockerfile(env_spec: str, env_class: type, *, base: str = BASE, module_file: str | None = None) -> str:
@@ -449,14 +464,15 @@ def _inside_project(path: str) -> bool:
 
 def build_all(*, for_tests: bool = False, offline: bool = True, mirror: str = DEFAULT_MIRROR,
               base: str | None = None, progress: Progress = _say) -> dict[str, str]:
-    """Everything: the Debian base (offline), the wheelhouse, hci-envs/base, hci-envs/editor, and with
-    ``for_tests`` the test suite's image. ``base`` overrides the image hci-envs/base starts from (default:
-    the debootstrap one offline, debian:bookworm-slim online)."""
+    """Everything: the Debian base (offline), the wheelhouse, hci-envs/base, hci-envs/editor, hci-envs/apps,
+    and with ``for_tests`` the test suite's image. ``base`` overrides the image hci-envs/base starts from
+    (default: the debootstrap one offline, debian:bookworm-slim online)."""
     started = time.monotonic()
     base = base or (BASE_OS if offline else PUBLIC_BASE)
     built = {BASE: build_base(base=base, offline=offline, mirror=mirror, progress=progress)}
     built["hci-envs/editor:latest"] = build_dockerfile_dir(IMAGES / "editor", "hci-envs/editor:latest",
                                                            progress=progress)
+    built[APPS] = build_apps(progress=progress)
     if for_tests:
         if CHECKOUT is None:
             raise ConfigError("the test suite's image is built from a checkout of hci-envs (it needs tests/)")

@@ -61,6 +61,8 @@ class StartState(BaseModel):
     home_template: str | None = Field(None, description="A directory copied into the session's home on reset.")
     env: dict[str, str] = {}
     clipboard: str | None = None
+    accessibility: bool = Field(True, description="Start the display's accessibility bus, so apps expose their "
+                                "widgets to accessibility_tree, marks and element= (xterm and Tk expose none).")
 
 
 class ObservationSpec(BaseModel):
@@ -70,6 +72,9 @@ class ObservationSpec(BaseModel):
     format: ImageFormat | None = "png"
     quality: int | None = Field(None, ge=1, le=100)
     max_side: int | None = Field(None, ge=16, le=16384)
+    accessibility: bool = Field(False, description="Add the accessibility tree (boxes in the screenshot's pixels) "
+                                "to each observation.")
+    marks: bool = Field(False, description="Draw set-of-marks on the screenshot, numbered as the tree's elements.")
     settle: bool = Field(True, description=(
         "Take the screenshot once the screen shows the input's effect: it changed, then stayed still (its "
         "background aside: carets, clocks, animations) for a moment. Off: right after the X server took the input."))
@@ -110,6 +115,8 @@ class Observation(BaseModel):
     text: str = ""
     data: dict[str, Any] | list[Any] | None = None
     images: list[ImageData] = []
+    accessibility_tree: dict[str, Any] | None = None
+    marks: list[dict[str, Any]] | None = None
     error: dict[str, Any] | None = None
     reward: float | None = None
     done: bool = False

@@ -2,8 +2,10 @@
 
 - :func:`tool_listing`: the tool list (MCP's ``inputSchema``, or OpenEnv's ``input_schema``);
 - :func:`error_output`: a failed call as a :class:`ToolOutput`, so that errors and results take one path;
-- :func:`tool_result`: a tool's output as an MCP ``CallToolResult`` dict (the shape OpenEnv's
-  ``CallToolObservation.result`` carries); the MCP server validates this very dict into the SDK's type.
+- :func:`tool_result`: a tool's output as an MCP ``CallToolResult`` dict: as the MCP wire spells it
+  (``style="mcp"``: the MCP server hands this very dict to the SDK, which validates it once against the
+  protocol's result type), or as the SDK's and FastMCP's Python objects spell it (``style="openenv"``: the shape
+  OpenEnv's ``CallToolObservation.result`` carries).
 """
 
 from __future__ import annotations
@@ -46,15 +48,26 @@ def openenv_error(exc: HciEnvsError) -> dict[str, Any]:
     return {"error_type": wire_form(exc).tool_error, "message": exc.message}
 
 
-def tool_result(out: ToolOutput) -> dict[str, Any]:
-    """A tool output as an MCP ``CallToolResult`` dict (plus FastMCP's ``data``, which OpenEnv reads)."""
+def tool_result(out: ToolOutput, *, style: Literal["mcp", "openenv"] = "openenv") -> dict[str, Any]:
+    """A tool output as an MCP ``CallToolResult`` dict: the wire's field names (``style="mcp"``), or the Python
+    objects' names plus FastMCP's ``data``, which OpenEnv reads (``style="openenv"``)."""
+    wire = style == "mcp"
     content: list[dict[str, Any]] = []
     if out.text:
-        content.append({"type": "text", "text": out.text, "annotations": None, "meta": None})
+        content.append({"type": "text", "text": out.text} if wire else
+                       {"type": "text", "text": out.text, "annotations": None, "meta": None})
     for image in out.images:
-        content.append(
-            {"type": "image", "data": image.base64(), "mimeType": image.mime_type, "annotations": None, "meta": None}
-        )
+        # the image's base64 is made once, here: the SDK's validation passes this str object through unchanged,
+        # so the JSON encoder (and its UTF-8 bytes) are its only copies on the way out
+        data = image.base64()
+        content.append({"type": "image", "data": data, "mimeType": image.mime_type} if wire else
+                       {"type": "image", "data": data, "mimeType": image.mime_type, "annotations": None, "meta": None})
+    if wire:
+        # resultType: required from protocol 2026-07-28 on; the SDK drops it for older protocols
+        result: dict[str, Any] = {"content": content, "isError": out.is_error, "resultType": "complete"}
+        if out.data is not None:
+            result["structuredContent"] = out.data
+        return result
     return {
         "content": content,
         "structured_content": out.data,

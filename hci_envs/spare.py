@@ -37,6 +37,9 @@ class DesktopParts:
     desktop: Any
     homes: HomeStore
     lease: Any  # hci_envs.accounts.Lease, or None without isolation
+    #: The home's fingerprint when the parts reached the start state (taken by whoever prepared them: walking
+    #: a browser profile's files costs tens of milliseconds, which a swap should not spend).
+    home_fingerprint: frozenset[tuple[str, int, int]] | None = None
 
     @classmethod
     def new(cls, isolation: Any, max_snapshot_bytes: int) -> DesktopParts:

@@ -34,6 +34,7 @@ import threading
 import types
 import typing
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, get_args, get_origin
 
 from pydantic import BaseModel
@@ -94,7 +95,9 @@ def _make_tool(name: str, asynchronous: bool) -> Any:
 
     if asynchronous:
         async def tool(self: TrlDesktopEnv, **arguments: Any) -> Any:
-            return await asyncio.to_thread(self._call, name, arguments)
+            # Handed to the desktop's one worker thread before the first await: TRL gathers a rollout's calls
+            # as tasks, which start in the order they were made, so the calls reach the desktop in that order.
+            return await asyncio.get_running_loop().run_in_executor(self._worker(), self._call, name, arguments)
     else:
         def tool(self: TrlDesktopEnv, **arguments: Any) -> Any:
             return self._call(name, arguments)
@@ -218,13 +221,32 @@ class TrlDesktopEnv:
         self._client = _server(self.config).client()
         self._lock = threading.Lock()
         self._task: Any = None
+        self._calls: ThreadPoolExecutor | None = None
+        self._calls_lock = threading.Lock()  # not self._lock, which a running call holds: never block the loop
+
+    def _worker(self) -> ThreadPoolExecutor:
+        """The one thread this desktop's async calls run on, in the order they were submitted."""
+        with self._calls_lock:
+            if self._calls is None:
+                self._calls = ThreadPoolExecutor(1, thread_name_prefix="hci-envs-trl")
+            return self._calls
+
+    def _after_calls(self, fn: Any) -> Any:
+        """``fn()`` once every async call submitted before it has finished (it runs after them on the
+        worker); at once when there have been none."""
+        calls = self._calls
+        return fn() if calls is None else calls.submit(fn).result()
 
     # -- what TRL calls ------------------------------------------------------------------------------
     def reset(self, **row: Any) -> str | list[dict[str, Any]] | None:
         """Called by the trainer before each rollout with the dataset row (never by the model)."""
         task, instruction = row.get("task"), row.get("instruction")
-        with self._lock:
-            result = self._client.reset(task=task) if task is not None else self._client.reset()
+
+        def reset() -> Any:
+            with self._lock:
+                return self._client.reset(task=task) if task is not None else self._client.reset()
+
+        result = self._after_calls(reset)
         self._task = task
         obs = result.observation
         if instruction is None and task is not None:
@@ -235,11 +257,18 @@ class TrlDesktopEnv:
         return "\n\n" + content if isinstance(content, str) else content
 
     def get_reward(self) -> float | None:
-        """The task's score from its checker (on the server); None without a task (TRL ignores it)."""
+        """The task's score from its checker (on the server); None without a task (TRL ignores it). The score
+        is the finished episode's: it is asked once this desktop's calls have returned, and the server runs
+        the checker once the world has caught up with them (a command typed into a terminal has finished, the
+        screen has settled: see ``DesktopEnvironment.catch_up``)."""
         if self._task is None:
             return None
-        with self._lock:
-            return float(self._client.score()["score"])
+
+        def score() -> float:
+            with self._lock:
+                return float(self._client.score()["score"])
+
+        return self._after_calls(score)
 
     # -- tools -------------------------------------------------------------------------------------------
     def _call(self, tool: str, arguments: dict[str, Any]) -> Any:
@@ -276,7 +305,8 @@ def _image(shot: Any) -> Any:
 
 class AsyncTrlDesktopEnv(TrlDesktopEnv):
     """The same tools as coroutines: TRL gathers a rollout's async tool calls instead of running them one by
-    one (the calls of one desktop still run in order, on a worker thread)."""
+    one. The calls of one desktop still run one at a time and in the order TRL made them, on a worker thread
+    of the desktop's own (the event loop is never blocked); ``reset`` and ``get_reward`` wait for them."""
 
     _asynchronous = True
 

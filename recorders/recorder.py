@@ -291,6 +291,11 @@ class Recorder:
         t_start = max(0.0, t_end - result.elapsed_ms / 1000)
         data = action.model_dump(mode="json", exclude_defaults=True)
         data["type"] = action.type
+        if "element" in data and (result.data or {}).get("x") is not None:
+            # An element number means nothing outside its episode: keep where the action happened, as for people.
+            del data["element"]
+            data.pop("scale", None)
+            data["x"], data["y"] = result.data["x"], result.data["y"]
         if self.mask_text and action.type in ("type_text", "clipboard_set"):
             data["text"] = "*" * len(data.get("text", ""))
         with self._lock:

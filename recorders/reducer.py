@@ -8,9 +8,13 @@ The rules (thresholds are parameters, with these defaults):
     ``mouse_down``, ``wait`` for the held time, ``mouse_up`` (modifiers held are ``key_down``/``key_up``
     around it), so that a scrollbar arrow held for 0.8 s replays as 0.8 s, not as a click;
   * presses of the same button at most ``multi_click_ms`` (500 ms) and ``multi_click_px`` (4 px) after the
-    previous press make it a double, then a triple click (no more);
-  * wheel clicks on one axis, in one direction, with gaps of at most ``scroll_gap_ms`` (400 ms) are one
-    scroll, summed; a change of direction starts a new scroll (15 down then 1 up are dy 15 and dy -1);
+    previous press make it a double, then a triple click (no more); a press that would make it one but drags
+    or is held is a drag or a hold of its own, after a click of the presses before it (a double click
+    dragged to select by words replays as a click and a drag, which the app counts as a person's were);
+  * wheel clicks on one axis, in one direction, at one place (within ``click_travel``), with the same
+    modifiers, with gaps of at most ``scroll_gap_ms`` (400 ms) are one scroll, summed; a change of direction
+    starts a new scroll (15 down then 1 up are dy 15 and dy -1), and so does a move to another place (the
+    notches there scrolled whatever is there) or a modifier pressed or let go (ctrl+wheel zooms);
   * printable keys, with no modifier but Shift or AltGr, gather into one ``type_text`` until any other
     action; keys pressed while Ctrl, Alt or Super is held are a ``key`` chord ("ctrl+shift+t"); Enter, Tab,
     Escape, BackSpace, Delete, arrows, F-keys and the like are a ``key`` of their own; a Ctrl, Alt or Super
@@ -227,7 +231,8 @@ class Reducer:
         p = self._pending
         if p is None:
             return []
-        if p["kind"] == "click" and (now - p["press_t"]) * 1000 > self.th.multi_click_ms:
+        held_in_it = self._press is not None and self._press["multi"] is p  # it may still become a drag or hold
+        if p["kind"] == "click" and not held_in_it and (now - p["press_t"]) * 1000 > self.th.multi_click_ms:
             return self._close_pending()
         if p["kind"] == "scroll" and (now - p["last"].t) * 1000 > self.th.scroll_gap_ms:
             return self._close_pending()
@@ -275,7 +280,8 @@ class Reducer:
             p["count"] += 1
             p["press_t"] = ev.t
             self._moves = []  # jitter between the presses of a multi-click belongs to the click
-            self._press = {"button": button, "first": ev, "last": ev, "path": [[ev.x, ev.y]], "multi": p}
+            self._press = {"button": button, "first": ev, "last": ev, "path": [[ev.x, ev.y]], "multi": p,
+                           "moves": ([], None, None), "mods": self._modifiers()}
             return out
         out += self._close_pending()
         self._press = {"button": button, "first": ev, "last": ev, "path": [[ev.x, ev.y]], "multi": None,
@@ -286,11 +292,28 @@ class Reducer:
         press, self._press = self._press, None
         assert press is not None
         first = press["first"]
-        if press["multi"] is not None:  # the second or third press of a multi-click
-            press["multi"]["last"] = ev
+        travelled = _distance((ev.x, ev.y), (first.x, first.y)) > self.th.click_travel
+        held = (ev.t - first.t) * 1000 >= self.th.hold_ms
+        multi = press["multi"]
+        if multi is None:
+            return self._press_action(press, ev, travelled, held)
+        if not travelled and not held:  # the second or third press of a multi-click
+            multi["last"] = ev
             return []
-        name = BUTTONS[press["button"]]
-        if _distance((ev.x, ev.y), (first.x, first.y)) > self.th.click_travel:
+        # A double click dragged (to select by words) or held: counted into the click, the drag or the hold
+        # would be lost. The presses before it stay a click, and this one follows it as a drag or a hold:
+        # replayed on the recorded timing, the app counts its press into a double click just as it did live.
+        out: list[ReducedAction] = []
+        if self._pending is multi:  # not yet closed by other input during the press
+            multi["count"] -= 1
+            out = self._close_pending()
+        return out + self._press_action(press, ev, travelled, held)
+
+    def _press_action(self, press: dict[str, Any], ev: ClientMessage, travelled: bool,
+                      held: bool) -> list[ReducedAction]:
+        """A press released at ``ev``: a drag or a hold at once, or a click kept open for the next press."""
+        first, name = press["first"], BUTTONS[press["button"]]
+        if travelled:
             action: dict[str, Any] = {"type": "drag", "path": _thin(press["path"], self.th.drag_points)}
             if name != "left":
                 action["button"] = name
@@ -298,7 +321,7 @@ class Reducer:
                 action["modifiers"] = press["mods"]
             return [self._finish(action, first, ev, press["moves"])]
         mods, moves = press["mods"], press["moves"]
-        if (ev.t - first.t) * 1000 >= self.th.hold_ms:
+        if held:
             return self._hold(first, ev, name, mods, moves)
 
         def build(p: dict[str, Any]) -> ReducedAction:
@@ -343,15 +366,19 @@ class Reducer:
     def _wheel(self, ev: ClientMessage, axis: str, sign: int) -> list[ReducedAction]:
         self._lone_modifier = None
         p = self._pending
+        mods = self._modifiers()
         if p is not None and p["kind"] == "scroll" and p["axis"] == axis and p["sign"] == sign \
+                and p["mods"] == mods and _distance((ev.x, ev.y), p["at"]) <= self.th.click_travel \
                 and abs(p["amount"]) < MAX_REPEAT and (ev.t - p["last"].t) * 1000 <= self.th.scroll_gap_ms:
             p["amount"] += sign
             p["last"] = ev
             return []
-        # A new axis, a new direction, a pause or a full burst: a new scroll. Summing 15 down and 1 up into
-        # 14 would replay neither; summing down and up into 0 would be no action at all.
+        # A new axis, a new direction, a new place, other modifiers, a pause or a full burst: a new scroll.
+        # Summing 15 down and 1 up into 14 would replay neither (a list stops at its ends); summing down and up
+        # into 0 would be no action at all; a scroll replays every notch where its first one was, so notches
+        # over another widget, or with ctrl now held, would scroll the wrong thing.
         out = self._close_pending()
-        first, mods, moves = ev, self._modifiers(), self._take_moves()
+        first, moves = ev, self._take_moves()
 
         def build(p: dict[str, Any]) -> ReducedAction:
             action: dict[str, Any] = {"type": "scroll", "x": first.x, "y": first.y, p["axis"]: p["amount"]}
@@ -359,7 +386,8 @@ class Reducer:
                 action["modifiers"] = mods
             return self._finish(action, first, p["last"], moves)
 
-        self._pending = {"kind": "scroll", "axis": axis, "sign": sign, "amount": sign, "last": ev, "build": build}
+        self._pending = {"kind": "scroll", "axis": axis, "sign": sign, "amount": sign, "last": ev, "build": build,
+                         "mods": mods, "at": (ev.x, ev.y)}
         return out
 
     # -- keyboard ------------------------------------------------------------------------------------

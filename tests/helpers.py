@@ -231,6 +231,10 @@ class McpClient:
     def _run(self, coro: Any, timeout: float = 120.0) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
+    def run(self, coro: Any, timeout: float = 600.0) -> Any:
+        """Run a coroutine on the client's event loop (where ``self.client`` lives) and return its result."""
+        return self._run(coro, timeout)
+
     async def _wait_open(self) -> None:
         while self.client is None:
             if self._opened.done():
@@ -262,6 +266,22 @@ class McpClient:
         if result.is_error:
             raise AssertionError(f"{name}({arguments}) failed: {text_of(result)}")
         return result
+
+    def timed(self, name: str, arguments: dict[str, Any] | None, n: int, warmup: int = 3) -> list[float]:
+        """Milliseconds of ``n`` successful calls made back to back on the client's own event loop, as an
+        async agent makes them (``ok`` adds a hop from the caller's thread to that loop and back per call)."""
+        async def run() -> list[float]:
+            samples = []
+            for i in range(warmup + n):
+                start = time.perf_counter()
+                result = await self.client.call_tool(name, arguments or {})
+                if result.is_error:
+                    raise AssertionError(f"{name}({arguments}) failed: {text_of(result)}")
+                if i >= warmup:
+                    samples.append((time.perf_counter() - start) * 1000)
+            return samples
+
+        return self.run(run())
 
 
 def text_of(result: Any) -> str:
@@ -354,3 +374,55 @@ class PrefixProxy:
                 sink.close()
 
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+
+#: More distinct characters than the keyboard has spare keys for: typing them needs a pause.
+MANY_CHARACTERS = "".join(chr(c) for c in range(0x4E00, 0x4E00 + 300)) + " ✓ ünïcödé"
+_TEXTAREA = ("data:text/html;charset=utf-8,<title>empty</title><textarea autofocus style='position:fixed;inset:0;"
+             "width:100%;height:100%' oninput=\"document.title='got:'+this.value\"></textarea>")
+#: The apps typed into (beside the Tk probe, "tk"), each with the way to read back what it got.
+TYPING_COMMANDS = {
+    "xterm": ["xterm", "-e", "sh", "-c", 'cat > "$HOME/typed.txt"'],
+    "mousepad": ["mousepad", "note.txt"],
+    "chromium": ["chromium", "--no-first-run", "--disable-gpu", "--window-position=0,0", "--window-size=1280,800",
+                 _TEXTAREA],
+}
+
+
+@contextlib.contextmanager
+def typing_desktop(app: str) -> Iterator[tuple[Any, Callable[[], str]]]:
+    """A desktop running ``app`` (xterm, mousepad, chromium or the Tk probe, "tk"), ready to type into, and a
+    function that reads back what the app got (the typing tests and bench/bench_typing.py)."""
+    from hci_envs.traits import WorkstationEnv
+
+    probe = Probe() if app == "tk" else None
+    spec = probe.app() if probe else {"command": TYPING_COMMANDS[app], "timeout": 90}
+    env = WorkstationEnv(start_state={"apps": [spec]})
+
+    def title() -> str:
+        windows = env.desktop.windows()
+        return env.desktop.input.window_title(windows[-1]) if windows else ""
+
+    def got() -> str:
+        if app in ("xterm", "mousepad"):
+            if app == "mousepad":
+                env.step([{"type": "key", "keys": "ctrl+s"}, {"type": "wait", "ms": 500}])
+            saved = env.home / ("typed.txt" if app == "xterm" else "note.txt")
+            return saved.read_text(encoding="utf-8").rstrip("\n") if saved.exists() else ""
+        if app == "chromium":
+            shown = title().removesuffix(" - Chromium")
+            return shown[4:] if shown.startswith("got:") else ""
+        assert probe is not None
+        return probe.state().get("entry", "")
+
+    try:
+        env.reset()
+        if app == "chromium":
+            if not wait_until(lambda: title().startswith("empty"), 60):
+                raise AssertionError(f"chromium did not show the page: {title()!r}")
+            env.step([{"type": "click", "x": 640, "y": 400}, {"type": "wait", "ms": 500}])  # the page takes focus
+        if probe is not None:
+            probe.wait_for(lambda s: s.get("ready"), what="the probe app")
+        yield env, got
+    finally:
+        env.close()

@@ -84,13 +84,13 @@ def anthropic_payloads(p, scale=1.0):
     ]
 
 
-def openai_payloads(p):
+def openai_payloads(p, scroll=300):
     return [
         {"type": "click", "x": p["button"][0], "y": p["button"][1], "button": "left"},
         {"type": "click", "x": p["entry"][0], "y": p["entry"][1], "button": "left"},
         {"type": "type", "text": "hé llo"},
         {"type": "keypress", "keys": ["CTRL", "A"]},
-        {"type": "scroll", "x": p["list"][0], "y": p["list"][1], "scroll_x": 0, "scroll_y": 300},
+        {"type": "scroll", "x": p["list"][0], "y": p["list"][1], "scroll_x": 0, "scroll_y": scroll},
         {"type": "double_click", "x": p["beta"][0], "y": p["beta"][1]},
         {"type": "move", "x": p["canvas"][0], "y": p["canvas"][1]},
         {"type": "click", "x": p["canvas"][0], "y": p["canvas"][1], "button": "left"},
@@ -127,6 +127,56 @@ def test_foreign_payloads_hit_the_same_widgets(fresh, desk):
         probe.wait_for(lambda s: s.get("ready"))
         actions = [a for payload in payloads for a in translate(payload)]
         assert effects(env, probe, actions) == expected, name
+
+
+def test_payloads_read_off_a_downscaled_screenshot_hit_the_same_widgets(fresh):
+    """A model shown 640x400 screenshots (scale 0.5) clicks, scrolls and moves in their pixels, and scrolls by
+    their pixels too (OpenAI): given scale=0.5, every schema's payloads act where the canonical actions at full
+    size do."""
+    env, probe, state = fresh
+    points = {k: (x // 2 * 2, y // 2 * 2) for k, (x, y) in scenario(state).items()}  # exact at half size
+    expected = effects(env, probe, canonical(points))
+    assert expected["clicks"] == 1 and expected["text_selection"] == "beta" and len(expected["marks"]) == 1
+    half = {k: (x // 2, y // 2) for k, (x, y) in points.items()}
+    for name, payloads, translate in (
+        ("anthropic", anthropic_payloads(half), from_anthropic),
+        ("openai", openai_payloads(half, scroll=150), from_openai),  # 150 of its pixels: 300 of the screen's
+        ("osworld", osworld_payloads(half), from_osworld),
+    ):
+        probe.state_path.unlink(missing_ok=True)
+        env.reset()
+        probe.wait_for(lambda s: s.get("ready"))
+        actions = [a for payload in payloads for a in translate(payload, scale=0.5)]
+        assert effects(env, probe, actions) == expected, name
+
+
+def test_openai_screenshots_and_osworld_observations_are_in_the_models_space(fresh):
+    import base64
+    import io
+
+    from PIL import Image
+
+    from hci_envs.adapters import osworld
+
+    env, probe, state = fresh
+    shot = env.step(from_openai({"type": "screenshot"}, scale=0.5))
+    assert (shot.images[0].width, shot.images[0].height) == (640, 400) and shot.data["scale"] == 0.5
+    obs = env.step({"type": "wait", "ms": 1})  # the environment's own observation, at full size
+    assert obs.screenshot.width == 1280
+    seen = osworld.observation(obs, instruction="do it", scale=0.5)
+    image = Image.open(io.BytesIO(seen["screenshot"]))
+    assert image.size == (640, 400) and seen["instruction"] == "do it"
+    # what the model sees at half size is the screen at half size: the probe's canvas is where it was
+    cx, cy, cw, ch = state["widgets"]["canvas"]
+    x, y = (cx + cw // 2) // 2 * 2, (cy + ch // 2) // 2 * 2
+    full = Image.open(io.BytesIO(base64.b64decode(obs.screenshot.data))).convert("RGB")
+    assert image.convert("RGB").getpixel((x // 2, y // 2)) == full.getpixel((x, y))
+    assert osworld.observation(obs)["screenshot"] == base64.b64decode(obs.screenshot.data)  # no scale: as taken
+    tree = {"scale": 1.0, "nodes": [{"element": 1, "role": "push button", "name": "OK", "states": ["enabled"],
+                                     "box": [100, 50, 20, 10], "parent": None}]}
+    assert 'screencoord="(50, 25)"' in osworld.accessibility_tree_xml(tree, scale=0.5)
+    assert 'size="(10, 5)"' in osworld.accessibility_tree_xml(tree, scale=0.5)
+    assert 'screencoord="(200, 100)"' in osworld.accessibility_tree_xml({**tree, "scale": 0.5})  # to the screen
 
 
 def test_anthropic_coordinate_scaling(fresh):
@@ -267,3 +317,14 @@ def test_what_the_other_schema_cannot_say_is_refused():
         to_openai({"type": "click", "x": 1, "y": 2, "button": "right", "count": 2})
     steps = to_osworld({"type": "drag", "path": [[0, 0], [100, 0], [100, 100]]})
     assert [s["action_type"] for s in steps] == ["MOVE_TO", "MOUSE_DOWN", "MOVE_TO", "MOVE_TO", "MOUSE_UP"]
+
+
+@pytest.mark.parametrize("module,fn", [("anthropic", "to_anthropic"), ("openai", "to_openai"),
+                                       ("osworld", "to_osworld")])
+def test_an_action_on_an_element_has_no_foreign_form(module, fn):
+    import importlib
+
+    translate = getattr(importlib.import_module(f"hci_envs.adapters.{module}"), fn)
+    with pytest.raises(UnsupportedActionError, match="element numbers") as info:
+        translate({"type": "click", "element": 3})
+    assert info.value.field == "element"

@@ -676,7 +676,9 @@ def _window_title(env: Any) -> str:
 
 
 def _app_processes(env: Any, name: str) -> dict[int, int]:
-    """pid -> real uid of every process whose command line mentions ``name``."""
+    """pid -> real uid of every process of this environment's apps (each app starts a session of its own)
+    whose command line mentions ``name``; other sessions' apps (tests running beside these) are not its."""
+    sessions = {proc.pid for _spec, proc in env.desktop.apps() if proc is not None}
     found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -684,9 +686,10 @@ def _app_processes(env: Any, name: str) -> dict[int, int]:
         try:
             cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
             status = Path(f"/proc/{entry}/status").read_text()
+            sid = os.getsid(int(entry))
         except OSError:
             continue
-        if name.encode() in cmd:
+        if name.encode() in cmd and sid in sessions:
             found[int(entry)] = int(re.search(r"^Uid:\s+(\d+)", status, re.M).group(1))
     return found
 
@@ -740,7 +743,8 @@ def test_real_apps_run_as_the_agent_and_take_input(x11, app):
             assert wait_until(lambda: (env.observe().screenshot.to_numpy() != first).any(), 5)
         env.step({"type": "mouse_move", "x": 5, "y": 5})  # touched: the reset rebuilds the desktop
         env.reset()  # the app starts again, as the same account, and the old processes are gone
-        assert not set(owners) & set(_app_processes(env, marker))
+        assert not [pid for pid in owners if alive(pid)], owners
+        assert _app_processes(env, marker)
     finally:
         env.close()
     assert wait_until(lambda: not account_pids(uid), 10), account_pids(uid)

@@ -28,7 +28,8 @@ def test_tools_are_the_vocabulary_with_read_only_annotations(mcp):
     tools = {t.name: t for t in client.list_tools()}
     assert set(tools) == set(ACTIONS) | {"find_tools", "browse_tools"}  # the vocabulary, and discovery
     read_only = {name for name, t in tools.items() if t.annotations and t.annotations.read_only_hint}
-    assert read_only == {"screenshot", "cursor_position", "screen_size", "clipboard_get", "find_tools", "browse_tools"}
+    assert read_only == {"screenshot", "cursor_position", "screen_size", "clipboard_get", "accessibility_tree",
+                         "find_tools", "browse_tools"}
     assert not {"reset", "step", "state", "snapshot"} & set(tools)
     assert tools["click"].input_schema["properties"]["count"]["maximum"] == 3
 
@@ -284,6 +285,44 @@ def test_paste_arrives_in_a_terminal_a_gtk_editor_and_a_browser(x11, app):
             assert wait_until(lambda: saved.exists() and saved.read_text().rstrip("\n") == expected, 20), saved.read_text()
         else:
             want = f"got:{len(expected)}:{expected[-12:]}"
+            assert wait_until(lambda: title().startswith(want), 20), (title(), want)
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("app", ["mousepad", "chromium"])
+def test_a_paste_over_selected_text_replaces_it(x11, app):
+    """Select all, then paste: the text replaces the selection, as it does for a person. (Offering PRIMARY to
+    a GTK text view takes its selection away first, and the paste then lands beside the old text.)"""
+    from conftest import need_programs
+    from hci_envs.traits import WorkstationEnv
+
+    need_programs(app)
+    commands = {"mousepad": ["mousepad", "note.txt"],
+                "chromium": ["chromium", "--no-first-run", "--disable-gpu", "--window-position=0,0",
+                             "--window-size=1280,800", TEXTAREA]}
+    env = WorkstationEnv(start_state={"apps": [{"command": commands[app], "timeout": 90}]})
+
+    def title() -> str:
+        windows = env.desktop.windows()
+        return env.desktop.input.window_title(windows[-1]) if windows else ""
+
+    try:
+        env.reset()
+        if app == "chromium":
+            assert wait_until(lambda: title().startswith("empty"), 60), title()
+            env.step([{"type": "click", "x": 640, "y": 400}, {"type": "wait", "ms": 500}])
+        env.step({"type": "type_text", "text": "old words here", "mode": "keys"})
+        env.step({"type": "key", "keys": "ctrl+a"})
+        obs = env.step({"type": "type_text", "text": "new ✓ 文字", "mode": "paste"})
+        assert obs.error is None, obs.error
+        if app == "mousepad":
+            env.step([{"type": "key", "keys": "ctrl+s"}, {"type": "wait", "ms": 500}])
+            saved = env.home / "note.txt"
+            assert wait_until(lambda: saved.exists() and saved.read_text().rstrip("\n") == "new ✓ 文字", 20), \
+                saved.read_text()
+        else:
+            want = f"got:{len('new ✓ 文字')}:new ✓ 文字"
             assert wait_until(lambda: title().startswith(want), 20), (title(), want)
     finally:
         env.close()

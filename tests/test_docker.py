@@ -24,6 +24,7 @@ from hci_envs.providers.docker import LABEL
 PROBE_IMAGE = "hci-envs-test/probe:latest"
 BASE_IMAGE = "hci-envs/base:latest"
 EDITOR_IMAGE = "hci-envs/editor:latest"
+APPS_IMAGE = "hci-envs/apps:latest"
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +36,7 @@ def docker_client():
         client.ping()
     except Exception as exc:  # noqa: BLE001
         need(False, f"the Docker daemon ({exc})")
-    for image in (PROBE_IMAGE, BASE_IMAGE, EDITOR_IMAGE):
+    for image in (PROBE_IMAGE, BASE_IMAGE, EDITOR_IMAGE, APPS_IMAGE):
         try:
             client.images.get(image)
         except Exception:  # noqa: BLE001
@@ -265,19 +266,33 @@ def test_exposed_without_tokens_is_refused_in_the_container(docker_client):
         container.wait(timeout=30)
         logs = container.logs().decode()
         assert "refusing to listen on 0.0.0.0" in logs
+        assert "provider=hci_envs.providers.DockerProvider()" in logs  # what OpenEnv's users should do
     finally:
         container.remove(force=True)
 
 
-def test_openenv_from_docker_image_works_with_our_image(docker_client):
+def test_openenv_from_docker_image_with_our_provider_keeps_tokens_on(docker_client):
+    """OpenEnv's GenericEnvClient and MCPToolClient, each through its own from_docker_image with our Docker
+    provider as its container provider, in OpenEnv's environment: they work, tokens on (the base URL they were
+    handed carries the control token in its path), requests without it are refused, and the containers go
+    when the clients close."""
     before = {c.id for c in docker_client.containers.list(all=True)}
     peer = subprocess.run([openenv_python(), str(HERE / "openenv_peer" / "from_docker.py"), PROBE_IMAGE],
-                          capture_output=True, text=True, timeout=240)
+                          capture_output=True, text=True, timeout=400)
     assert peer.returncode == 0, peer.stdout + peer.stderr
     seen = json.loads(peer.stdout.splitlines()[-1])
-    assert seen["width"] == 1280 and seen["clicked"]
+    assert seen["interface"] == {"missing": [], "required": []}
+    generic, mcp = seen["generic"], seen["mcp"]
+    assert generic["width"] == 1280 and generic["clicked"] and generic["url_carries_token"] and generic["removed"]
+    for refused in seen["refused"].values():  # /reset, /state, openenv/session/create, then /ws
+        # /ws: refused at the handshake (a wrong prefix), or an UNAUTHORIZED frame and a close (no token)
+        assert refused[:3] == [401, 401, 401], seen
+        assert refused[3] in ("InvalidStatus", "ConnectionClosedError", "UNAUTHORIZED"), seen
+    assert mcp["session"] and {"screenshot", "click", "type_text"} <= set(mcp["tools"])
+    assert mcp["screen_size"] == {"width": 1280, "height": 800} and mcp["cursor"] == {"x": 12, "y": 34}
+    assert mcp["reset_done"] is False and mcp["removed"]
     time.sleep(1)
-    assert not ({c.id for c in docker_client.containers.list(all=True)} - before), "OpenEnv left a container"
+    assert not ({c.id for c in docker_client.containers.list(all=True)} - before), "a container was left"
 
 
 def test_image_derived_from_an_environments_traits(docker_client):
@@ -393,3 +408,31 @@ def test_a_shipped_image_resets_through_its_spare_and_records_video(docker_clien
         after = env.call_tool("bash", command="id -u").observation.data["stdout"].strip()
         assert after != agent  # the spare's account: a desktop prepared while the last episode ran
         assert fresh.screenshot.to_pil().tobytes() != first.screenshot.to_pil().tobytes()
+
+
+def test_the_apps_image_serves_the_suite_with_its_real_apps(docker_client):
+    """hci-envs/apps: a reset names a task of the real-application suite; its apps start inside the container
+    as the agent (LibreOffice, chromium, the file manager, the calculator show their accessibility trees),
+    untouched they score 0, and a task done over the wire scores 1 on the server, beside the answers."""
+    from hci_envs.tasks.suite import suite, templates
+
+    def first_task(app: str, seed: int) -> str:  # the first template of the app, at a seed
+        return next(f"{t.id}.{seed}" for t in templates().values() if t.app == app and t.apps == (app,))
+
+    with HciEnvClient.from_docker_image(APPS_IMAGE, mem_limit="3g") as env:
+        for task_id, app, role in ((first_task("calc", 2), "calc", "menu"), (first_task("writer", 1), "writer", "menu"),
+                                   (first_task("browser", 4), "browser", "document web"),
+                                   (first_task("calculator", 0), "calculator", "toggle button")):
+            obs = env.reset(task=task_id)
+            assert obs.observation.text, task_id  # the instruction
+            tree = env.call_tool("accessibility_tree", app=app).observation.data
+            assert any(n["role"] == role for n in tree["nodes"]), (task_id, tree.get("reason"), tree["apps"])
+            result = env.score()
+            assert result["score"] == 0.0 and not result["success"], (task_id, result)
+        env.reset(task="editor-append-line.9")
+        wanted = suite(seeds=[9], ids=("editor-append-line",))[0].checker.equals
+        env.step({"type": "key", "keys": "ctrl+End"})
+        env.step({"type": "type_text", "text": wanted.rsplit("\n", 2)[-2] + "\n", "mode": "keys"})
+        env.step({"type": "key", "keys": "ctrl+s"})
+        result = env.score()
+        assert result["score"] == 1.0 and result["success"], result

@@ -84,6 +84,7 @@ def test_no_stray_builtin_raises_outside_validators():
     """Library code raises the tree's errors; ValueError stays only where pydantic expects it (validators)
     and inside the interpreter's own read loop, where it never leaves the module."""
     allowed = {("hci_envs/actions/models.py", "ValueError"), ("hci_envs/tasks/spec.py", "ValueError"),
+               ("hci_envs/tasks/checks.py", "ValueError"),  # the task spec's check models: pydantic validators
                ("hci_envs/interpreter.py", "ValueError"),
                ("hci_envs/errors.py", "TypeError")}  # two classes claiming one code: a bug at class definition
     found = []
@@ -157,6 +158,56 @@ def test_mcp_refuses_unknown_arguments_and_lists_the_registrys_schemas(fake_serv
         assert unknown.is_error and unknown.structured_content["error"]["code"] == "UNKNOWN_TOOL"
         moved = mcp.ok("mouse_move", {"x": 7, "y": 8})
         assert moved.structured_content == {"x": 7, "y": 8}
+
+
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def test_mcp_header_check_skips_only_tools_that_declare_no_header(fake_server):
+    """The SDK's Mcp-Param-* check gets a tool's schema only when the schema declares a header: for one that
+    declares none, the check (a walk of the whole schema per call) accepts every request, as with None."""
+    from hci_envs.server.mcp_bridge import header_schemas
+    from hci_envs.traits import WorkstationEnv
+
+    assert set(header_schemas(WorkstationEnv.tool_specs()).values()) == {None}
+
+    class Declaring:
+        schema = {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}
+
+        def input_schema(self):
+            return self.schema
+
+    assert header_schemas({"t": Declaring()}) == {"t": Declaring.schema}
+    # what the SDK does with a schema that declares nothing: a stray Mcp-Param header is not refused
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "screen_size", "arguments": {"x": 1}, "_meta": MODERN_META}}
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28",
+               "mcp-method": "tools/call", "mcp-name": "screen_size", "mcp-param-x": "2"}
+    reply = httpx.post(f"{fake_server.base_url}/mcp", json=call, headers=headers).json()
+    assert reply["result"]["isError"] and reply["result"]["structuredContent"]["error"]["field"] == "x", reply
+
+
+@pytest.mark.parametrize("version", ["2025-03-26", "2025-11-25", "2026-07-28"])
+def test_mcp_results_take_each_protocol_versions_wire_form(fake_server, version):
+    """Results reach the SDK as wire-form dicts; the SDK validates them once and sieves them per version."""
+    params: dict = {"name": "screenshot", "arguments": {"format": "jpeg", "max_side": 64}}
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": version}
+    if version == "2026-07-28":
+        params["_meta"] = MODERN_META
+        headers.update({"mcp-method": "tools/call", "mcp-name": "screenshot"})
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    result = httpx.post(f"{fake_server.base_url}/mcp", json=call, headers=headers).json()["result"]
+    text, image = result["content"]
+    assert text == {"type": "text", "text": "screenshot 64x40 jpeg, scale 0.05 (pass scale=0.05 with coordinates "
+                                             "read off this image)"}
+    assert set(image) == {"type", "data", "mimeType"} and image["mimeType"] == "image/jpeg"
+    assert result["isError"] is False and result["structuredContent"]["width"] == 64
+    assert ("resultType" in result) == (version == "2026-07-28")
+    refused = {**call, "params": {**params, "name": "click", "arguments": {"x": -5, "y": 1}}}
+    result = httpx.post(f"{fake_server.base_url}/mcp", json=refused,
+                        headers={**headers, "mcp-name": "click"} if "mcp-name" in headers else headers).json()["result"]
+    assert result["isError"] is True and result["structuredContent"]["error"]["code"] == "VALIDATION_ERROR"
+    assert [c["type"] for c in result["content"]] == ["text"]
 
 
 def test_action_tools_validate_their_arguments_once(monkeypatch):

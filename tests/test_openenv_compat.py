@@ -103,3 +103,50 @@ def test_openenv_mcp_tool_client_works_unchanged(tokens):
 
             rpc = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}
             assert httpx.post(f"{server.base_url}/mcp", json=rpc).status_code == 401
+
+
+def test_openenv_clients_take_the_control_token_in_the_base_urls_path():
+    """What OpenEnv's from_docker_image gets from our Docker provider: a base URL whose path is the control
+    token. Its clients, which send no header, work through it; without the token, or with a wrong one,
+    nothing is served; the server's access log never shows it."""
+    import secrets
+
+    import httpx
+
+    control = secrets.token_urlsafe(24)
+    tokens = {"HCI_ENVS_CONTROL_TOKEN": control, "HCI_ENVS_AGENT_TOKEN": secrets.token_urlsafe(24)}
+    with ServerProcess("--desktop", "fake", "--max-sessions", "4", "--log-level", "debug", env=tokens) as server:
+        url = f"{server.base_url}/t/{control}"
+        seen = run_peer("generic_client.py", url)
+        assert seen["reset"]["width"] == 1280 and seen["click"]["text"] == "clicked left at (640, 400)"
+        seen = run_peer("mcp_tool_client.py", url)  # its HTTP MCP session, its /ws?session_id=, its MCP WebSocket
+        assert seen["session"] and seen["screen_size"] == {"width": 1280, "height": 800}
+        assert seen["reset_done"] is False and seen["ws_screen_size"]["width"] == 1280
+        ws_base = server.base_url.replace("http://", "ws://")
+        for prefix in ("", "/t/" + control[:-1] + "x", "/t/"):
+            assert httpx.post(f"{server.base_url}{prefix}/reset", json={}).status_code == 401, prefix
+            assert httpx.get(f"{server.base_url}{prefix}/state").status_code == 401, prefix
+            rpc = {"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}
+            assert httpx.post(f"{server.base_url}{prefix}/mcp", json=rpc).status_code == 401, prefix
+            assert ws_refused(f"{ws_base}{prefix}/ws"), prefix
+        # the header still works, and the prefix wins over a wrong header
+        assert httpx.get(f"{server.base_url}/state", headers={"authorization": f"Bearer {control}"}).status_code == 200
+        assert httpx.get(f"{url}/state", headers={"authorization": "Bearer wrong"}).status_code == 200
+        log = "".join(server.output)
+        assert '"GET /t/redacted/state' in log and '"GET /state' in log, log[-3000:]
+        assert "GET /t/redacted/ws" in log and "Logging error" not in log  # the handshake's debug line too
+    assert control not in "".join(server.output)
+
+
+def ws_refused(url: str) -> bool:
+    """Whether a WebSocket to ``url`` is refused: at the handshake (403), or with an UNAUTHORIZED error frame
+    and a close, never with an answer."""
+    import websockets.sync.client as ws_client
+
+    try:
+        with ws_client.connect(url) as ws:
+            ws.send(json.dumps({"type": "reset", "data": {}}))
+            reply = ws.recv(timeout=10)
+    except Exception:  # noqa: BLE001 - refused at the handshake, or closed before the reply was read
+        return True
+    return "UNAUTHORIZED" in reply

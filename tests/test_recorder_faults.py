@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -17,9 +19,9 @@ import pytest
 from conftest import need_programs
 from hci_envs.recorders import Unreduced, load_episode, reduce_events
 from helpers import McpClient, Probe, ServerProcess, hci_envs_command
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from rfb_client import RfbClient
+from rfb_client import RfbClient, _SocketIO
 from test_recorders import SHIFT, human, keys, pointer, rec, rec_server, recording  # noqa: F401 (fixtures)
 from test_vnc import vncdo
 
@@ -74,6 +76,33 @@ def test_a_held_button_keeps_its_duration():
 def test_a_wheel_burst_ends_where_it_changes_direction():
     assert actions_of(wheel(0, 0.0, 16, 15) + wheel(30, 0.31, 8, 1)) == [
         {"type": "scroll", "x": 500, "y": 400, "dy": 15}, {"type": "scroll", "x": 500, "y": 400, "dy": -1}]
+
+
+def test_a_wheel_burst_ends_where_it_moves_on_or_a_modifier_changes():
+    # three notches over one list, a move to another, one more notch within the burst's time: two scrolls
+    moved = [ptr_ev(0, 0.0, 500, 400, 16), ptr_ev(1, 0.005, 500, 400, 0), ptr_ev(2, 0.03, 503, 401, 16),
+             ptr_ev(3, 0.035, 503, 401, 0), ptr_ev(4, 0.06, 700, 300, 0), ptr_ev(5, 0.08, 700, 300, 16),
+             ptr_ev(6, 0.085, 700, 300, 0)]
+    assert actions_of(moved) == [{"type": "scroll", "x": 500, "y": 400, "dy": 2},  # 3 px of drift stays in it
+                                 {"type": "scroll", "x": 700, "y": 300, "dy": 1}]
+    # ctrl pressed between two notches: the second zooms where the first scrolled
+    ctrl = [ptr_ev(0, 0.0, 500, 400, 16), ptr_ev(1, 0.005, 500, 400, 0), key_ev(2, 0.02, 0xFFE3, True),
+            ptr_ev(3, 0.05, 500, 400, 16), ptr_ev(4, 0.055, 500, 400, 0), key_ev(5, 0.07, 0xFFE3, False)]
+    assert actions_of(ctrl) == [{"type": "scroll", "x": 500, "y": 400, "dy": 1},
+                                {"type": "scroll", "x": 500, "y": 400, "dy": 1, "modifiers": ["ctrl"]}]
+
+
+def test_a_double_click_that_drags_or_holds_keeps_the_drag_or_the_hold():
+    # double-click and drag (selecting by words): a click, then the drag, which the app counts as a double
+    drag = [ptr_ev(0, 0.0, 100, 100, 1), ptr_ev(1, 0.06, 100, 100, 0), ptr_ev(2, 0.12, 100, 100, 1),
+            ptr_ev(3, 0.2, 130, 100, 1), ptr_ev(4, 0.25, 160, 100, 1), ptr_ev(5, 0.3, 160, 100, 0)]
+    assert actions_of(drag) == [{"type": "click", "x": 100, "y": 100},
+                                {"type": "drag", "path": [[100, 100], [130, 100], [160, 100]]}]
+    # the second press held past the double-click time: the time running out must not close it as a click
+    hold = [ptr_ev(0, 0.0, 100, 100, 1), ptr_ev(1, 0.06, 100, 100, 0), ptr_ev(2, 0.12, 100, 100, 1),
+            ptr_ev(3, 0.9, 100, 100, 0)]
+    assert actions_of(hold) == [{"type": "click", "x": 100, "y": 100}, {"type": "mouse_move", "x": 100, "y": 100},
+                                {"type": "mouse_down"}, {"type": "wait", "ms": 780}, {"type": "mouse_up"}]
 
 
 def test_down_then_up_is_two_scrolls_not_an_invalid_zero():
@@ -148,39 +177,9 @@ def test_any_raw_stream_reduces_to_actions_the_schema_accepts(stream):
     assert not [u for u in unreduced if u.reason.startswith("reducer error")], unreduced
 
 
-# -- the replay equivalence property, on a real desktop ------------------------------------------------------------
-
-# Keysyms of the keyboard map only. x11vnc types others by adding them to spare keys and remembering where,
-# and the desktop's own typing reuses spare keys too, so what x11vnc types for "✓" depends on earlier
-# examples ("é" after the executor took its key); and 0x2713, no keysym of X's, types nothing on a fresh map.
-# The reducer's side of those is in the tests above.
-TYPING = st.lists(st.one_of(
-    st.tuples(st.just("char"), st.sampled_from("abcXYZ 1@;")),
-    st.tuples(st.just("shift"), st.booleans()),
-    st.tuples(st.just("key"), st.sampled_from([0xFF08, 0xFF51, 0xFF53, 0xFF50])),  # BackSpace, Left, Right, Home
-), min_size=1, max_size=14)
-
-
-def typing_messages(steps: list[tuple]) -> list[ClientMessage]:
-    out: list[ClientMessage] = []
-    t = 0.0
-
-    def add(keysym: int, down: bool) -> None:
-        nonlocal t
-        t += 0.03
-        out.append(key_ev(len(out), t, keysym, down))
-
-    for kind, value in steps:
-        if kind == "shift":
-            add(SHIFT, value)
-            continue
-        keysym = ord(value) if kind == "char" else value
-        add(keysym, True)
-        add(keysym, False)
-    if any(m.keysym == SHIFT and m.down for m in out):
-        add(SHIFT, False)
-    return out
-
+# -- replay on a real desktop -------------------------------------------------------------------------------------
+# The replay property itself (any person's input stream, raw through x11vnc and reduced through the executor,
+# leaves the app in the same state) is tests/test_reducer_replay.py.
 
 @pytest.fixture(scope="module")
 def typing_env(x11, tmp_path_factory):
@@ -214,39 +213,54 @@ def last_key(state: dict) -> str | None:
     return state["keys"][-1]["keysym"] if state.get("keys") else None
 
 
+def test_text_typed_right_after_a_click_lands_where_the_click_was(typing_env):
+    """openbox takes a click with a synchronous grab and focuses the window before it lets the click through;
+    keys are not held meanwhile. A click must return only once the app has it, or the text typed after it goes
+    to the field that had the focus. Stopping openbox for a moment makes that moment long."""
+    env, probe = typing_env
+    run = env.executor.run
+    run({"type": "key", "keys": "F12"})  # the probe as it started: both entries empty, the first one focused
+    x, y, w, h = probe.wait_for(lambda s: s["entry"] == s["entry2"] == "" and s["focus"].endswith("!entry"),
+                                what="a fresh probe")["widgets"]["entry2"]
+    wm = env.desktop._wm  # the window manager runs on the server's side, as this test's own child
+    wm.send_signal(signal.SIGSTOP)
+    resume = threading.Timer(0.3, wm.send_signal, (signal.SIGCONT,))
+    resume.start()
+    try:
+        run({"type": "click", "x": x + w // 2, "y": y + h // 2})
+        run({"type": "type_text", "text": "here"})
+    finally:
+        resume.join()
+        wm.send_signal(signal.SIGCONT)
+    state = probe.wait_for(lambda s: "here" in s["entry"] + s["entry2"], what="the typing")
+    run({"type": "key", "keys": "F12"})  # the focus back on the first entry, for the tests after this one
+    assert (state["entry"], state["entry2"]) == ("", "here")
+
+
+def test_a_viewers_clipboard_reaches_the_apps_as_soon_as_x11vnc_runs(x11):
+    """x11vnc owns selections through a window it makes only once no display manager could kill it: 8 s after
+    a viewer connects, unless told there is none. A person pasting into a new session lost the paste."""
+    need_programs("x11vnc")
+    from hci_envs.traits import DesktopEnv
+
+    with DesktopEnv(start_state={"apps": []}) as env:
+        env.reset()
+        client = x11vnc_client(env)
+        try:
+            deadline = time.monotonic() + 3.0
+            while env.desktop.events.get_clipboard() != "pasted" and time.monotonic() < deadline:
+                client.cut_text("pasted")  # what x11vnc gets before its window exists, it drops
+                time.sleep(0.1)
+        finally:
+            client.close()
+        assert env.desktop.events.get_clipboard() == "pasted"
+
+
 def x11vnc_client(env) -> RfbClient:
-    """A VNC client straight to the desktop's x11vnc, which turns keysyms into key presses as it does for
-    people."""
-    import socket
-
-    from rfb_client import _SocketIO
-
+    """A VNC client straight to the desktop's x11vnc."""
     sock = socket.socket(socket.AF_UNIX)
     sock.connect(str(env.desktop.vnc_socket()))
     return RfbClient(_SocketIO(sock), None)
-
-
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(TYPING)
-def test_reduced_typing_replays_like_the_raw_keys(typing_env, steps):
-    """What the reduced actions type into a real Tk entry is what the raw key events typed through x11vnc."""
-    env, probe = typing_env
-    messages = typing_messages(steps)
-
-    def reduced(executor) -> None:
-        for a in reduce_events(messages, screen=SCREEN):
-            executor.run(a.action)
-
-    client = x11vnc_client(env)
-    try:
-        def raw(executor) -> None:
-            for m in messages:
-                client.key(m.keysym, m.down)
-
-        from_raw = entry_after(env, probe, raw, marker=lambda: client.tap(F5))
-    finally:
-        client.close()
-    assert entry_after(env, probe, reduced) == from_raw
 
 
 # -- through the real VNC path, recorder and CLI ---------------------------------------------------------------

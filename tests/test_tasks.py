@@ -227,3 +227,52 @@ def test_a_huge_sparse_file_fails_its_check_instead_of_filling_the_servers_memor
                                                                           "pointer": "/a", "equals": 1}})
         result = score(json_task.checker, env)  # a named pipe: refused, not waited on
         assert result.value == 0.0 and "unreadable" in result.details[0], result
+
+
+def test_the_terminals_catch_up_when_the_agents_commands_have_finished(tmp_path):
+    """What a checker waits for (hci_envs.desktop.quiescence), on a real shell in a real terminal (a pty):
+    a command typed since the agent's first input holds it until it ends; a program that was already in the
+    terminal's foreground (an editor the task opened) does not; a command that never ends is named once the
+    wait runs out."""
+    import os
+    import shutil
+    import time
+
+    from hci_envs.desktop.quiescence import all_processes, boot_clock, descendants, wait_caught_up
+
+    pid, master = os.forkpty()
+    if pid == 0:  # the shell, with the pty as its controlling terminal
+        os.chdir(tmp_path)
+        os.execve(shutil.which("bash"), ["bash", "--norc", "--noprofile", "-i"], {"PATH": os.environ["PATH"],
+                                                                                 "PS1": "$ ", "TERM": "dumb"})
+    os.set_blocking(master, False)
+
+    def shell_side():
+        try:
+            os.read(master, 65536)  # keep the pty's output from filling up
+        except BlockingIOError:
+            pass
+        return descendants(all_processes(), [pid])
+
+    def typed(text: str) -> None:
+        os.write(master, text.encode())
+
+    try:
+        assert wait_caught_up(shell_side, boot_clock(), 5) == []  # an idle shell
+        typed("cat\n")  # a program waiting for keys, there before the agent acted
+        time.sleep(0.3)
+        since = boot_clock()
+        assert wait_caught_up(shell_side, since, 5) == []
+        typed("\x04")  # ctrl+d: cat ends
+        typed("sleep 1; echo done > out.txt\n")
+        started = time.monotonic()
+        assert wait_caught_up(shell_side, since, 10) == []
+        assert (tmp_path / "out.txt").read_text() == "done\n" and time.monotonic() - started >= 0.9
+        typed("sleep 30\n")
+        busy = wait_caught_up(shell_side, since, 0.5)
+        assert busy and "sleep" in busy[-1] and "foreground" in busy[-1], busy
+    finally:
+        for left in descendants(all_processes(), [pid]):  # the shell and its sleep
+            os.kill(left, 9)
+        os.waitpid(pid, 0)
+        os.close(master)

@@ -172,11 +172,13 @@ def test_the_environment_class_without_a_trainer(x11):
         assert first[-1]["type"] == "image" and first[-1]["image"].size == (1280, 800)
         assert env.reset(task=TASK, prompt=[{"role": "user", "content": "x"}])[0]["type"] == "image"
         assert env.get_reward() == 0.0
-        answer = env.type_text(text="echo hello world > hello.txt\n")
-        assert answer[0]["text"].startswith("typed") and answer[1]["image"].size == (1280, 800)
         with pytest.raises(InvalidActionError, match="x"):
             env.click(x=5000, y=10)
-        assert wait_for(lambda: env.get_reward() == 1.0)
+        # the last call types a command that takes a second: the reward, asked once right after the call, is
+        # the finished episode's (the checker waits for the shell, not only for a quiet screen)
+        answer = env.type_text(text=SLOW_HELLO)
+        assert answer[0]["text"].startswith("typed") and answer[1]["image"].size == (1280, 800)
+        assert env.get_reward() == 1.0
         plain = env.reset(instruction="anything")  # no task: the configured desktop, and no reward (TRL skips it)
         assert plain[0]["text"] == "anything" and plain[-1]["image"].size == (800, 600)
         assert env.get_reward() is None
@@ -184,8 +186,8 @@ def test_the_environment_class_without_a_trainer(x11):
         async_env = AsyncTrlDesktopEnv.configure("AsyncSmall", images=False, max_sessions=2)()
         async_env.reset(task=TASK)
         assert inspect.iscoroutinefunction(type(async_env).type_text)
-        assert asyncio.run(async_env.type_text(text="echo hello world > hello.txt\n")).startswith("typed")
-        assert wait_for(lambda: async_env.get_reward() == 1.0)
+        assert asyncio.run(async_env.type_text(text=SLOW_HELLO)).startswith("typed")
+        assert async_env.get_reward() == 1.0
 
         factories = environment_factories(terminal={"tools": ("type_text", "key")}, editor={"apps": ["mousepad"]})
         assert set(factories) == {"terminal", "editor"} and factories["terminal"] is not factories["editor"]
@@ -195,7 +197,84 @@ def test_the_environment_class_without_a_trainer(x11):
         close_all()
 
 
-def wait_for(predicate, seconds: float = 10.0) -> bool:
+#: The task's command, slowed down: it writes the file a second after the screen shows it typed.
+SLOW_HELLO = "sleep 1; echo hello world > hello.txt\n"
+
+
+def test_async_calls_of_a_rollout_run_in_the_order_trl_made_them():
+    """TRL gathers a rollout's async tool calls (asyncio.gather over the coroutines, in the order the model
+    made them): each clipboard_get sees the clipboard_set just before it."""
+    import asyncio
+
+    from hci_envs.trl import AsyncTrlDesktopEnv, close_all
+
+    Ordered = AsyncTrlDesktopEnv.configure("Ordered", images=False, max_sessions=1, desktop="fake")
+    try:
+        env = Ordered()
+        env.reset(instruction="anything")
+
+        async def rollout() -> list:
+            calls = []
+            for n in range(12):
+                calls += [env.clipboard_set(text=f"text {n}"), env.clipboard_get()]
+            return await asyncio.gather(*calls)
+
+        for _ in range(3):
+            results = asyncio.run(rollout())
+            assert results[1::2] == [f"text {n}" for n in range(12)], results
+    finally:
+        close_all()
+
+
+EXIT_SCRIPT = """
+import json, os, signal, sys, time
+from hci_envs.trl import TrlDesktopEnv, _servers
+Desktop = TrlDesktopEnv.configure("Exiting", images=False, max_sessions=1, apps=["xterm"])
+env = Desktop()
+env.reset(instruction="anything")
+env.type_text(text="sleep 600 &\\n")
+server = next(iter(_servers.values())).provider.proc.pid
+tree, changed = {server}, True
+while changed:  # the server and everything below it: its desktop, the agent's xterm, shell and sleep
+    changed = False
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) not in tree:
+            try:
+                ppid = int(open(f"/proc/{entry}/stat").read().rpartition(")")[2].split()[1])
+            except OSError:
+                continue
+            if ppid in tree:
+                tree.add(int(entry))
+                changed = True
+print(json.dumps(sorted(tree)), flush=True)
+if sys.argv[1] == "exit":
+    sys.exit(0)  # never closed: TRL closes nothing
+time.sleep(600)  # ended by SIGTERM
+"""
+
+
+@pytest.mark.parametrize("ending", ["exit", "sigterm"])
+def test_a_process_that_never_closes_its_environments_leaves_no_server_behind(x11, ending):
+    """TRL never closes environments: a training process that exits (or is ended with SIGTERM) with its
+    TrlDesktopEnv open leaves no server, desktop or agent process behind."""
+    import signal
+
     from helpers import wait_until
 
-    return wait_until(predicate, seconds)
+    from hci_envs.checks import process_alive
+
+    proc = subprocess.Popen([sys.executable, "-c", EXIT_SCRIPT, ending], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()
+        tree = json.loads(line)
+        assert len(tree) >= 4, tree  # the server, Xvfb, the window manager, the agent's xterm...
+        if ending == "sigterm":
+            proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) in (0, -signal.SIGTERM), proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert wait_until(lambda: not any(process_alive(pid) for pid in tree), 10), \
+        [pid for pid in tree if process_alive(pid)]

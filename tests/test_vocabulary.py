@@ -15,6 +15,8 @@ from hci_envs.errors import InvalidActionError
 DESIGN_VOCABULARY = {
     "screenshot", "mouse_move", "click", "mouse_down", "mouse_up", "drag", "scroll", "type_text", "key",
     "key_down", "key_up", "hold_key", "wait", "cursor_position", "screen_size", "clipboard_get", "clipboard_set",
+    # added to the design's table with the accessibility tree (docs/design.md): an observation, as screenshot is
+    "accessibility_tree",
 }
 
 
@@ -41,12 +43,28 @@ def test_every_action_round_trips_through_json():
         "screen_size": {},
         "clipboard_get": {},
         "clipboard_set": {"text": ""},
+        "accessibility_tree": {"app": "mousepad", "interactive_only": True, "max_depth": 5, "scale": 0.5},
     }
     assert set(examples) == set(ACTIONS)
     for name, fields in examples.items():
         action = parse_action({"type": name, **fields})
         again = parse_action(json.loads(action.model_dump_json()))
         assert again == action
+    for fields in ({"element": 3}, {"element": 3, "button": "right", "count": 2}):
+        action = parse_action({"type": "click", **fields})
+        assert parse_action(json.loads(action.model_dump_json())) == action
+
+
+@pytest.mark.parametrize("data,message", [
+    ({"type": "click", "element": 2, "x": 1, "y": 1}, "not both"),
+    ({"type": "scroll", "element": 2, "x": 1, "dy": 1}, "not both"),
+    ({"type": "mouse_move"}, "give x and y, or element"),
+    ({"type": "mouse_move", "x": 3}, "give both x and y, or element"),
+    ({"type": "click", "x": 3}, "or neither to click where the pointer is"),
+])
+def test_an_element_or_coordinates_never_both(data, message):
+    with pytest.raises(InvalidActionError, match=message):
+        parse_action(data)
 
 
 @pytest.mark.parametrize(
@@ -64,6 +82,8 @@ def test_every_action_round_trips_through_json():
         ({"type": "teleport"}, "type"),
         ({"x": 1}, "type"),
         ({"type": "click", "x": 1, "y": 1, "extra": True}, "extra"),
+        ({"type": "click", "element": 0}, "element"),
+        ({"type": "accessibility_tree", "max_nodes": 0}, "max_nodes"),
     ],
 )
 def test_invalid_actions_name_the_field(data, field):

@@ -86,5 +86,5 @@ def action_tool_specs() -> list[ToolSpec]:
 class HumanComputerInterfaceable(Trait):
     """Screen, keyboard and mouse: every canonical action as a tool."""
 
-    system_packages = ("xvfb", "openbox", "x11vnc", "xauth", "fonts-dejavu-core")
+    system_packages = ("xvfb", "openbox", "x11vnc", "xauth", "fonts-dejavu-core", "dbus-daemon", "at-spi2-core")
     __tool_specs__ = action_tool_specs()

@@ -43,7 +43,7 @@ class HumanComputerInterfaceableConformance(TraitConformance):
 
         assert set(ACTIONS) <= set(env.tools())
         assert {n for n in ACTIONS if env.tools()[n].read_only} == {
-            "screenshot", "cursor_position", "screen_size", "clipboard_get"}
+            "screenshot", "cursor_position", "screen_size", "clipboard_get", "accessibility_tree"}
 
     def test_screenshot_reports_its_geometry(self, env: Any) -> None:
         out = env.call_tool("screenshot", {"format": "jpeg", "max_side": 320})

@@ -57,6 +57,11 @@ Scale = Annotated[
 ]
 Coord = Annotated[int, Field(ge=0, le=32767)]
 Point = tuple[Coord, Coord]
+ElementNumber = Annotated[
+    int | None,
+    Field(ge=1, le=1_000_000, description="An element number from the latest accessibility_tree or screenshot with "
+          "marks, instead of x and y: the action happens at the element's centre, wherever it is when it runs."),
+]
 
 
 def _check_key(name: str) -> str:
@@ -120,6 +125,18 @@ class _Action(BaseModel):
         scale = getattr(self, "scale", None)
         return self._to_screen(x, scale), self._to_screen(y, scale)
 
+    def _element_or_point(self, *, required: bool, verb: str = "act") -> None:
+        """Coordinates or an element, never both; with ``required``, one of them."""
+        has_point = getattr(self, "x", None) is not None or getattr(self, "y", None) is not None
+        element = getattr(self, "element", None)
+        if element is not None and has_point:
+            raise ValueError("give x and y, or element, not both")
+        if element is None and (getattr(self, "x", None) is None) != (getattr(self, "y", None) is None):
+            raise ValueError("give both x and y" + (", or element" if required else
+                                                     f", or neither to {verb} where the pointer is"))
+        if required and element is None and not has_point:
+            raise ValueError("give x and y, or element")
+
 
 class Region(BaseModel):
     """A rectangle of the screen in screen pixels."""
@@ -146,6 +163,8 @@ class Screenshot(_Action):
     format: ImageFormat = Field("png", description="Image format: png, jpeg or webp.")
     quality: Annotated[int | None, Field(ge=1, le=100, description="jpeg/webp quality (default 75).")] = None
     cursor: bool = Field(False, description="Draw the mouse cursor into the image.")
+    marks: bool = Field(False, description="Draw a numbered box on every element you can act on (set-of-marks) and "
+                        "return the table of marks; pass a mark's number as element= to click it.")
 
     @model_validator(mode="after")
     def _exclusive(self) -> Screenshot:
@@ -166,33 +185,40 @@ class Screenshot(_Action):
 
 
 class MouseMove(_Action):
-    """Move the mouse pointer to (x, y)."""
+    """Move the mouse pointer to (x, y), or onto an element."""
 
     type: Literal["mouse_move"] = "mouse_move"
-    x: Coord
-    y: Coord
+    x: Coord | None = None
+    y: Coord | None = None
+    element: ElementNumber = None
     scale: Scale = None
 
+    @model_validator(mode="after")
+    def _target(self) -> MouseMove:
+        self._element_or_point(required=True)
+        return self
+
     def check_screen(self, width: int, height: int) -> None:
-        self._check_point("x/y", self.x, self.y, self.scale, width, height)
+        if self.x is not None and self.y is not None:
+            self._check_point("x/y", self.x, self.y, self.scale, width, height)
 
 
 class Click(_Action):
-    """Click a mouse button at (x, y), or where the pointer is when x and y are omitted. count=2 is a double
-    click and 3 a triple click; modifiers (e.g. ["ctrl"]) are held during the click."""
+    """Click a mouse button at (x, y), on an element, or where the pointer is when neither is given. count=2
+    is a double click and 3 a triple click; modifiers (e.g. ["ctrl"]) are held during the click."""
 
     type: Literal["click"] = "click"
     x: Coord | None = None
     y: Coord | None = None
+    element: ElementNumber = None
     button: Button = "left"
     count: Annotated[int, Field(ge=1, le=3)] = 1
     modifiers: Modifiers = []
     scale: Scale = None
 
     @model_validator(mode="after")
-    def _both_or_neither(self) -> Click:
-        if (self.x is None) != (self.y is None):
-            raise ValueError("give both x and y, or neither to click where the pointer is")
+    def _target(self) -> Click:
+        self._element_or_point(required=False, verb="click")
         return self
 
     def check_screen(self, width: int, height: int) -> None:
@@ -229,12 +255,13 @@ class Drag(_Action):
 
 
 class Scroll(_Action):
-    """Turn the mouse wheel at (x, y) (or where the pointer is): dy > 0 scrolls down, dy < 0 up, dx > 0 right,
-    dx < 0 left, in wheel clicks."""
+    """Turn the mouse wheel at (x, y), over an element, or where the pointer is: dy > 0 scrolls down, dy < 0
+    up, dx > 0 right, dx < 0 left, in wheel clicks."""
 
     type: Literal["scroll"] = "scroll"
     x: Coord | None = None
     y: Coord | None = None
+    element: ElementNumber = None
     dx: Annotated[int, Field(ge=-MAX_REPEAT, le=MAX_REPEAT)] = 0
     dy: Annotated[int, Field(ge=-MAX_REPEAT, le=MAX_REPEAT)] = 0
     modifiers: Modifiers = []
@@ -242,8 +269,7 @@ class Scroll(_Action):
 
     @model_validator(mode="after")
     def _something_to_do(self) -> Scroll:
-        if (self.x is None) != (self.y is None):
-            raise ValueError("give both x and y, or neither to scroll where the pointer is")
+        self._element_or_point(required=False, verb="scroll")
         if self.dx == 0 and self.dy == 0:
             raise ValueError("scroll needs a non-zero dx or dy")
         return self
@@ -326,6 +352,26 @@ class CursorPosition(_Action):
     scale: Scale = None
 
 
+class AccessibilityTree(_Action):
+    """The accessibility tree of the apps on screen: every element with its role, name, states, value, text and
+    bounding box, numbered in document order. Pass a number as element= to click, mouse_move or scroll to act on
+    that element. Apps that expose nothing (xterm, Tk) give an empty tree with the reason."""
+
+    read_only: ClassVar[bool] = True
+    injects_input: ClassVar[bool] = False
+    type: Literal["accessibility_tree"] = "accessibility_tree"
+    app: str | None = Field(None, max_length=200, description="Only this app (part of its name, any case).")
+    window: str | None = Field(None, max_length=200, description="Only windows whose title contains this.")
+    visible_only: bool = Field(True, description="Only elements showing on screen.")
+    interactive_only: bool = Field(False, description="Only elements you can act on (buttons, fields, links, ...).")
+    max_depth: Annotated[int | None, Field(ge=1, le=64, description="Depth below each app to stop at.")] = None
+    max_nodes: Annotated[int, Field(ge=1, le=10_000, description="Most elements to return.")] = 1000
+    scale: Annotated[
+        float | None,
+        Field(gt=0, le=1, description="Give boxes in the pixels of a screenshot taken at this scale (its 'scale')."),
+    ] = None
+
+
 class ScreenSize(_Action):
     """Report the screen size in pixels."""
 
@@ -365,6 +411,7 @@ ACTION_MODELS: tuple[type[_Action], ...] = (
     Wait,
     CursorPosition,
     ScreenSize,
+    AccessibilityTree,
     ClipboardGet,
     ClipboardSet,
 )

@@ -5,7 +5,10 @@
     payload = openai.to_openai({"type": "click", "x": 10, "y": 20})
 
 ``from_*`` returns a list of canonical action dicts (a foreign action can take several of ours); ``to_*``
-returns the foreign payload. Anything without a faithful translation is refused with
+returns the foreign payload. A model shown screenshots scaled down works in their pixels: give ``from_*`` the
+factor as ``scale`` (image pixels per screen pixel, as our screenshots report it) and every coordinate it
+sends is mapped to the screen, and what it asks to see comes back in its own space (screenshots,
+Anthropic's ``cursor_position``, OSWorld's observations). Anything without a faithful translation is refused with
 :class:`UnsupportedActionError`, which names the action. OSWorld's DONE and FAIL are not desktop actions:
 they raise :class:`EpisodeSignal` carrying the status. Client-side: no server packages needed.
 """
@@ -32,6 +35,27 @@ def require(payload: dict, key: str, schema: str) -> object:
         raise InvalidActionError(f"{schema} action {payload.get('action') or payload.get('type') or payload.get('action_type')!r} "
                                  f"needs '{key}'", field=key)
     return payload[key]
+
+
+def with_scale(action: dict[str, Any], scale: float | None) -> dict[str, Any]:
+    """``action`` (one with coordinates, a screenshot, cursor_position) in a model's space at ``scale``: the
+    executor maps its coordinates to the screen, takes its screenshot at that scale, answers in that space."""
+    if scale is not None and scale != 1:
+        action["scale"] = scale
+    return action
+
+
+def parse_for(schema: str, action: dict[str, Any]) -> Any:
+    """A canonical action to translate into ``schema``: validated, and acting at coordinates (an element
+    number names a widget of one episode's latest observation, which no other schema can carry)."""
+    from ..actions import parse_action
+
+    a = parse_action(action)
+    if getattr(a, "element", None) is not None:
+        raise UnsupportedActionError(f"{schema} has no element numbers: give this {a.type!r} coordinates (a "
+                                     "recorded episode keeps the coordinates an element was clicked at)",
+                                     field="element")
+    return a
 
 
 def translator(schema: str) -> Callable[[Callable[..., list[dict[str, Any]]]], Callable[..., list[dict[str, Any]]]]:
@@ -61,4 +85,4 @@ def translator(schema: str) -> Callable[[Callable[..., list[dict[str, Any]]]], C
     return wrap
 
 
-__all__ = ["EpisodeSignal", "UnsupportedActionError", "require", "translator"]
+__all__ = ["EpisodeSignal", "UnsupportedActionError", "require", "translator", "with_scale"]

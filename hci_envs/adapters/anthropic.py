@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..actions import parse_action
 from ..errors import InvalidActionError
-from . import UnsupportedActionError, require, translator
+from . import UnsupportedActionError, parse_for, require, translator, with_scale
 
 SCHEMA = "Anthropic computer_20250124/computer_20251124"
 _CLICKS = {"left_click": ("left", 1), "right_click": ("right", 1), "middle_click": ("middle", 1),
@@ -34,19 +33,13 @@ def _modifiers(payload: dict[str, Any]) -> list[str]:
     return [m for m in text.split("+") if m] if text else []
 
 
-def _with_scale(action: dict[str, Any], scale: float | None) -> dict[str, Any]:
-    if scale is not None and scale != 1:
-        action["scale"] = scale
-    return action
-
-
 def _pointer(out: dict[str, Any], payload: dict[str, Any], scale: float | None) -> dict[str, Any]:
     """A click or scroll: at the payload's coordinate if it has one, with the modifiers held in its text."""
     if "coordinate" in payload:
         out["x"], out["y"] = _xy(payload)
     if payload.get("text"):
         out["modifiers"] = _modifiers(payload)
-    return _with_scale(out, scale)
+    return with_scale(out, scale)
 
 
 @translator(SCHEMA)
@@ -57,10 +50,10 @@ def from_anthropic(payload: dict[str, Any], *, scale: float | None = None) -> li
         return [_pointer({"type": "click", "button": button, "count": count}, payload, scale)]
     if action == "mouse_move":
         x, y = _xy(payload)
-        return [_with_scale({"type": "mouse_move", "x": x, "y": y}, scale)]
+        return [with_scale({"type": "mouse_move", "x": x, "y": y}, scale)]
     if action == "left_click_drag":
         start, end = _xy(payload, "start_coordinate"), _xy(payload)
-        return [_with_scale({"type": "drag", "path": [list(start), list(end)]}, scale)]
+        return [with_scale({"type": "drag", "path": [list(start), list(end)]}, scale)]
     if action in ("left_mouse_down", "left_mouse_up"):
         return [{"type": "mouse_down" if action == "left_mouse_down" else "mouse_up", "button": "left"}]
     if action == "type":
@@ -69,9 +62,9 @@ def from_anthropic(payload: dict[str, Any], *, scale: float | None = None) -> li
         combos = str(require(payload, "text", SCHEMA)).split()  # xdotool style: "ctrl+a BackSpace"
         if not combos:
             raise InvalidActionError(f"{SCHEMA}: key needs key names in 'text'", field="text")
-        return [_with_scale({"type": "key", "keys": combos if len(combos) > 1 else combos[0]}, None)]
+        return [with_scale({"type": "key", "keys": combos if len(combos) > 1 else combos[0]}, None)]
     if action == "hold_key":
-        return [_with_scale({"type": "hold_key", "keys": str(require(payload, "text", SCHEMA)),
+        return [with_scale({"type": "hold_key", "keys": str(require(payload, "text", SCHEMA)),
                              "seconds": float(require(payload, "duration", SCHEMA))}, None)]
     if action == "scroll":
         direction = require(payload, "scroll_direction", SCHEMA)
@@ -83,9 +76,9 @@ def from_anthropic(payload: dict[str, Any], *, scale: float | None = None) -> li
     if action == "wait":
         return [{"type": "wait", "ms": int(round(float(require(payload, "duration", SCHEMA)) * 1000))}]
     if action == "screenshot":
-        return [_with_scale({"type": "screenshot"}, scale)]
+        return [with_scale({"type": "screenshot"}, scale)]
     if action == "cursor_position":
-        return [_with_scale({"type": "cursor_position"}, scale)]
+        return [with_scale({"type": "cursor_position"}, scale)]
     if action == "zoom":  # computer_20251124: a region of the model's screenshot, at full resolution
         region = require(payload, "region", SCHEMA)
         if not (isinstance(region, list | tuple) and len(region) == 4
@@ -110,7 +103,7 @@ def _anthropic_pointer(out: dict[str, Any], a: Any) -> dict[str, Any]:
 
 
 def to_anthropic(action: dict[str, Any]) -> dict[str, Any]:
-    a = parse_action(action)
+    a = parse_for(SCHEMA, action)
     kind = a.type
     if kind == "click":
         name = {("left", 1): "left_click", ("right", 1): "right_click", ("middle", 1): "middle_click",

@@ -1,15 +1,20 @@
 """OpenAI's computer-use actions and the canonical actions.
 
-OpenAI scrolls by pixels (``scroll_x``, ``scroll_y``); one wheel click is ``pixels_per_click`` pixels (100 by
-default, what browsers use). ``keypress`` names keys in capitals ("CTRL", "ENTER", "ARROWLEFT"); see :mod:`.keynames`.
+OpenAI scrolls by pixels (``scroll_x``, ``scroll_y``); one wheel click is ``pixels_per_click`` pixels of the
+screen (100 by default, what browsers use). ``keypress`` names keys in capitals ("CTRL", "ENTER",
+"ARROWLEFT"); see :mod:`.keynames`.
+
+Coordinates: a model shown screenshots scaled down clicks in their pixels; pass the factor as ``scale``
+(image pixels per screen pixel, as our screenshots report it) to :func:`from_openai`. Clicks, moves, drags
+and scroll positions are then mapped back to the screen, scroll distances too (``scroll_y`` pixels of the
+image are ``scroll_y / scale`` pixels of the screen), and ``screenshot`` is taken at that scale.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..actions import parse_action
-from . import UnsupportedActionError, require, translator
+from . import UnsupportedActionError, parse_for, require, translator, with_scale
 from .keynames import from_openai_key, to_openai_keys
 
 SCHEMA = "OpenAI computer-use"
@@ -21,7 +26,8 @@ def _point(payload: dict[str, Any]) -> tuple[int, int]:
 
 
 @translator(SCHEMA)
-def from_openai(payload: dict[str, Any], *, pixels_per_click: int = 100) -> list[dict[str, Any]]:
+def from_openai(payload: dict[str, Any], *, pixels_per_click: int = 100,
+                scale: float | None = None) -> list[dict[str, Any]]:
     kind = payload.get("type")
     out: list[dict[str, Any]]
     if kind == "click":
@@ -29,25 +35,26 @@ def from_openai(payload: dict[str, Any], *, pixels_per_click: int = 100) -> list
         if button not in _BUTTONS:
             raise UnsupportedActionError(f"{SCHEMA}: the {button!r} button has no equivalent here", field="button")
         x, y = _point(payload)
-        out = [{"type": "click", "x": x, "y": y, "button": _BUTTONS[button]}]
+        out = [with_scale({"type": "click", "x": x, "y": y, "button": _BUTTONS[button]}, scale)]
     elif kind == "double_click":
         x, y = _point(payload)
-        out = [{"type": "click", "x": x, "y": y, "count": 2}]
+        out = [with_scale({"type": "click", "x": x, "y": y, "count": 2}, scale)]
     elif kind == "scroll":
         x, y = _point(payload)
-        dx = round(int(payload.get("scroll_x", 0)) / pixels_per_click)
-        dy = round(int(payload.get("scroll_y", 0)) / pixels_per_click)
+        screen_pixels = pixels_per_click * (scale or 1.0)  # a wheel click, in the image's pixels
+        dx = round(int(payload.get("scroll_x", 0)) / screen_pixels)
+        dy = round(int(payload.get("scroll_y", 0)) / screen_pixels)
         if dx == 0 and dy == 0:  # less than a click: a single click in its direction
             dx = (payload.get("scroll_x", 0) > 0) - (payload.get("scroll_x", 0) < 0)
             dy = (payload.get("scroll_y", 0) > 0) - (payload.get("scroll_y", 0) < 0)
-        out = [{"type": "scroll", "x": x, "y": y, "dx": dx, "dy": dy}]
+        out = [with_scale({"type": "scroll", "x": x, "y": y, "dx": dx, "dy": dy}, scale)]
     elif kind == "type":
         out = [{"type": "type_text", "text": str(require(payload, "text", SCHEMA))}]
     elif kind == "wait":
         out = [{"type": "wait", "ms": int(payload.get("ms", 1000))}]
     elif kind == "move":
         x, y = _point(payload)
-        out = [{"type": "mouse_move", "x": x, "y": y}]
+        out = [with_scale({"type": "mouse_move", "x": x, "y": y}, scale)]
     elif kind == "keypress":
         keys = require(payload, "keys", SCHEMA)
         if not isinstance(keys, list) or not keys:
@@ -55,16 +62,16 @@ def from_openai(payload: dict[str, Any], *, pixels_per_click: int = 100) -> list
         out = [{"type": "key", "keys": "+".join(from_openai_key(str(k)) for k in keys)}]
     elif kind == "drag":
         path = require(payload, "path", SCHEMA)
-        out = [{"type": "drag", "path": [[int(p["x"]), int(p["y"])] for p in path]}]
+        out = [with_scale({"type": "drag", "path": [[int(p["x"]), int(p["y"])] for p in path]}, scale)]
     elif kind == "screenshot":
-        out = [{"type": "screenshot"}]
+        out = [with_scale({"type": "screenshot"}, scale)]
     else:
         raise UnsupportedActionError(f"{SCHEMA}: unknown action {kind!r}", field="type")
     return out
 
 
 def to_openai(action: dict[str, Any], *, pixels_per_click: int = 100) -> dict[str, Any]:
-    a = parse_action(action)
+    a = parse_for(SCHEMA, action)
     if a.type == "click":
         if a.x is None or a.modifiers or a.count == 3:
             raise UnsupportedActionError(f"{SCHEMA} clicks need a position, no modifiers, one or two clicks",

@@ -45,8 +45,11 @@ class Claim:
 
     def _connect_kwargs(self) -> dict[str, Any]:
         # connecting to a warm desktop is one handshake; a peer that does not complete it is judged, not awaited
+        # No keepalive pings: whether a claimed desktop lives is the pool's call (Ray's node health checks, then
+        # its probe of the actor), and a ping timing out first, on a loaded machine, turned a lost node into a
+        # bare TransportError. A reply that never comes is still bounded by the pool's step_timeout.
         return {**super()._connect_kwargs(), "open_timeout": self._pool.probe_timeout,  # type: ignore[misc]
-                "close_timeout": 2.0}
+                "close_timeout": 2.0, "ping_interval": None}
 
     def _end(self, error: HciEnvsError) -> None:
         """Mark the claim over (released, lost, pool closed) and cut its connection, from any thread: a call

@@ -22,13 +22,16 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..accounts import AGENT_PATH, AgentAccount
 from ..errors import ConfigError, DesktopDiedError, DisplayStartError, MissingDependencyError
 from ..protocol import AppState, StartState
-from . import xauth
+from . import quiescence, xauth
+from .a11y import Accessibility
+from .a11ybus import AccessibilityBus, available as accessibility_available
 from .events import DesktopEvents
 from .processes import ProcessSupervisor
 from .screen import Screen
@@ -105,6 +108,10 @@ class Desktop:
         self._vnc: subprocess.Popen[bytes] | None = None
         self._vnc_lock = threading.Lock()
         self._client_auth = self.agent_runtime / "Xauthority"
+        #: The apps' accessibility tree (None without an accessibility bus; :attr:`no_accessibility` says why).
+        self.accessibility: Accessibility | None = None
+        self.no_accessibility: str | None = None
+        self._a11y_bus: AccessibilityBus | None = None
         self._started = False
         self._closed = False
 
@@ -141,8 +148,11 @@ class Desktop:
             "XAUTHORITY": str(self._client_auth),
             "XDG_RUNTIME_DIR": str(self.agent_runtime),
             "TMPDIR": str(tmp),
-            "NO_AT_BRIDGE": "1",
         })
+        if self._a11y_bus is not None:
+            env.update(self._a11y_bus.agent_env())
+        else:
+            env["NO_AT_BRIDGE"] = "1"  # GTK would look for a bus on every start, and warn
         env.update(self.state.env)
         if extra:
             env.update(extra)
@@ -176,14 +186,16 @@ class Desktop:
         try:
             self._make_agent_tmp()
             self._start_display()
+            self._start_accessibility_bus()
             # The window manager starts while we open our connections; we wait for it afterwards.
             wm_ready = self._spawn_window_manager() if self.state.window_manager else None
             self.events = DesktopEvents(self.display)
-            self.input = Input(self.display)
+            self.input = Input(self.display, acknowledge=self.events.app_acknowledged)
             self.input.move(0, 0)  # every episode starts with the pointer in the same place
             self.screen = Screen(self.display)
             if wm_ready is not None:
                 self._wait_window_manager(wm_ready)
+            self._wait_accessibility_bus()
             for app in self.state.apps:
                 self.launch(app)
             self._focus_newest()
@@ -228,6 +240,30 @@ class Desktop:
         xauth.write_client_file(self._client_auth, number, cookie)
         if self.account is not None:
             os.chown(self._client_auth, self.account.uid, self.account.gid)
+
+    def _start_accessibility_bus(self) -> None:
+        """The display's accessibility bus, when the start state wants one and the machine has its programs (if
+        not, the desktop runs without a tree, and says why)."""
+        if not self.state.accessibility:
+            self.no_accessibility = "accessibility is off in this start state"
+            return
+        missing = accessibility_available()
+        if missing:
+            self.no_accessibility = f"no accessibility bus on this machine: {missing}"
+            _warn_once(self.no_accessibility)
+            return
+        self._a11y_bus = AccessibilityBus(self.processes, agent_uid=self.account.uid if self.account else None,
+                                          log_dir=self._runtime)
+        self._a11y_bus.start()
+
+    def _wait_accessibility_bus(self) -> None:
+        if self._a11y_bus is not None:
+            self._a11y_bus.wait_registry()
+            self.accessibility = Accessibility(self._a11y_bus.address, self.size, self._app_sessions)
+
+    def _app_sessions(self) -> dict[int, str]:
+        """Each app's session (its process id: every app starts a session of its own) and its label."""
+        return {proc.pid: spec.label for spec, proc in self._apps}
 
     def _make_agent_tmp(self) -> None:
         tmp = self.agent_runtime / "tmp"
@@ -316,9 +352,13 @@ class Desktop:
                 # run no programs
                 "-noremote", "-nocmds",
             ]
+            # x11vnc waits until 8 s after a viewer connected (45 s without a window manager) before it makes
+            # the window it owns selections with, in case a display manager's login screen would kill it; until
+            # then a viewer's clipboard never reaches the apps. There is no display manager here.
+            env = {**self.server_env(), "X11VNC_AVOID_WINDOWS": "never"}
             log_path = self._runtime / "x11vnc.log"
             with open(log_path, "wb") as log_file:
-                self._vnc = self.processes.spawn("x11vnc", argv, env=self.server_env(),
+                self._vnc = self.processes.spawn("x11vnc", argv, env=env,
                                                  stdout=log_file.fileno(), stderr=log_file.fileno())
             deadline = time.monotonic() + timeout
             while not path.exists():
@@ -330,10 +370,11 @@ class Desktop:
     def can_reuse(self, state: StartState) -> bool:
         """Whether a reset to ``state`` can keep this display and window manager (same screen, healthy)."""
         c = self.state
-        same = (c.width, c.height, c.depth, c.window_manager) == (
-            state.width, state.height, state.depth, state.window_manager
+        same = (c.width, c.height, c.depth, c.window_manager, c.accessibility) == (
+            state.width, state.height, state.depth, state.window_manager, state.accessibility
         )
-        return same and self._started and not self._closed and self.health().ok
+        bus_ok = self._a11y_bus is None or self._a11y_bus.alive()
+        return same and bus_ok and self._started and not self._closed and self.health().ok
 
     def stop_apps(self, grace: float = 0.0) -> None:
         """End the apps' process groups; by default at once (SIGKILL): a reset does not wait out a grace."""
@@ -367,6 +408,8 @@ class Desktop:
         and wait for the screen to settle. The display stays up."""
         self.end_agent_side()
         self.state = state
+        if self.accessibility is not None:
+            self.accessibility.forget()
         self.input.release_all()
         self.input.keyboard.restore()
         self.input.restore_access_control()
@@ -467,6 +510,20 @@ class Desktop:
     def apps(self) -> list[tuple[AppState, subprocess.Popen[bytes]]]:
         return list(self._apps)
 
+    def agent_processes(self) -> dict[int, quiescence.ProcStat]:
+        """The agent's side of this desktop as ``/proc`` shows it: every process of its account, or (without
+        one) every process below those this desktop started."""
+        procs = quiescence.all_processes()
+        if self.account is not None:
+            return {pid: p for pid, p in procs.items() if p.uid == self.account.uid}
+        return quiescence.descendants(procs, self.processes.pids())
+
+    def wait_caught_up(self, since: float, timeout: float, *,
+                       cancelled: Callable[[], bool] = lambda: False) -> list[str]:
+        """Wait until the agent's terminals have caught up with its input (see :mod:`.quiescence`); returns
+        what was still busy when ``timeout`` ran out, or [] once caught up."""
+        return quiescence.wait_caught_up(self.agent_processes, since, timeout, cancelled=cancelled)
+
     def quick_failure(self) -> str | None:
         """A cheap liveness check (no X round trip): why the desktop is broken, or None."""
         if self._xvfb is None or self._xvfb.poll() is not None:
@@ -497,6 +554,8 @@ class Desktop:
         if self._closed:
             return
         self._closed = True
+        if self.accessibility is not None:
+            self.accessibility.close()
         for part in ("input", "screen", "events"):
             obj = getattr(self, part, None)
             if obj is not None:
@@ -507,6 +566,8 @@ class Desktop:
         if self.account is not None:
             self.account.kill_all()
         self.processes.close()
+        if self._a11y_bus is not None:
+            self._a11y_bus.close()
         if self.display_number is not None:
             xauth.PROCESS_AUTHORITY.remove(self.display_number)
         if self.account is not None:
@@ -530,6 +591,15 @@ def _own_socket_dir() -> None:
         log.info("cannot make %s: %s", X_SOCKET_DIR, exc)
         return
     os.chmod(X_SOCKET_DIR, 0o755)
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        log.warning("%s; the desktops run without an accessibility tree", message)
 
 
 def _user_name() -> str:

@@ -1,5 +1,6 @@
-"""One thread per desktop that listens to the X server: screen damage (to know when the screen has settled)
-and selection traffic (to own and read the clipboard).
+"""One thread per desktop that listens to the X server: screen damage (to know when the screen has settled),
+selection traffic (to own and read the clipboard), and the answers of apps asked whether they have handled
+the keys typed so far (see :mod:`.keys_ack`).
 
 All X requests on this connection are made from the thread itself; other threads hand it work through a
 queue, so python-xlib never sees two threads on one connection.
@@ -18,11 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from Xlib import X, Xatom, display as xdisplay
+from Xlib import X, Xatom, display as xdisplay, error as xerror
 from Xlib.ext import damage
 from Xlib.protocol import event as xevent, request
 
+from .. import deadline
 from ..errors import ActionTimeoutError, DesktopDiedError
+from . import keys_ack
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +38,11 @@ BACKGROUND_WINDOW = 1.5
 BACKGROUND_REPEATS = 4
 BACKGROUND_CELL = 64
 
+#: How long a pause in typing waits for the app that gets the keys to show it has handled them (less when the
+#: step's time limit is nearer). Generous: a stopped or busy app only makes typing wait; one that never
+#: answers ends the action with a TIMEOUT error after it.
+ACK_TIMEOUT = 10.0
+
 #: Largest property chunk we write at once (the core protocol caps requests at 256 KiB).
 _CHUNK = 128 * 1024
 _TEXT_TARGETS = ("UTF8_STRING", "text/plain;charset=utf-8", "STRING", "TEXT", "text/plain")
@@ -46,6 +54,35 @@ class _Request:
     done: threading.Event
     result: Any = None
     error: BaseException | None = None
+
+
+@dataclass
+class Acknowledgement:
+    """The answer of :meth:`DesktopEvents.app_acknowledged`; true when the app has handled every key sent so
+    far (or nobody gets the keys). ``how`` is how it was asked (ping, expose, none, unknown) and ``why``
+    says why it is false."""
+
+    ok: bool
+    how: str
+    waited: float = 0.0
+    why: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+class _Ack:
+    """One question to an app in flight: its ping tokens (each window pinged, by token) or damage watch, and
+    whether it has answered."""
+
+    def __init__(self, reader: keys_ack.Reader) -> None:
+        self.reader = reader
+        self.done = threading.Event()
+        self.created = time.monotonic()
+        self.failed = ""
+        self.tokens: dict[int, int] = {}
+        self.damage = 0
+        self.armed = False
 
 
 class _PendingRead:
@@ -92,6 +129,12 @@ class DesktopEvents:
         self._alive = True
         self._dead_reason: str | None = None
         self._maps = 0
+        self._pings: dict[int, _Ack] = {}  # by token (an ack with several windows is here once per token)
+        self._watches: dict[int, _Ack] = {}  # by damage object
+        self._token = 0
+        self._own_clients = {self._d.display.info.resource_id_base}
+        self._d.set_error_handler(self._on_error)
+        # SubstructureNotify also brings the answers to our pings, which apps send to the root window.
         self._root.change_attributes(event_mask=X.SubstructureNotifyMask)
         self._has_damage = bool(self._d.query_extension("DAMAGE"))
         if self._has_damage:
@@ -146,6 +189,9 @@ class DesktopEvents:
             if self._read is not None:
                 self._read.failed = True
                 self._read.done.set()
+            for ack in self._acks():
+                ack.failed = self._dead_reason or "the display closed"
+                ack.done.set()
 
     def _call(self, fn: Callable[[], Any], timeout: float = 5.0) -> Any:
         if not self._alive:
@@ -159,8 +205,31 @@ class DesktopEvents:
             raise request.error
         return request.result
 
+    def _post(self, fn: Callable[[], Any]) -> None:
+        """Hand the thread work without waiting for it."""
+        if self._alive:
+            self._queue.put(_Request(fn, threading.Event()))
+            os.write(self._wake_w, b"x")
+
+    def _on_error(self, error: Any, request: Any) -> None:
+        """X errors of this connection (in the thread): a window gone under a clipboard transfer or a question
+        to an app. The question then fails at once rather than waiting for an answer that cannot come."""
+        log.debug("X error on the events connection: %s", error)
+        gone = getattr(error, "resource_id", None)
+        for ack in self._acks():
+            if gone == ack.damage or gone in ack.reader.windows:
+                ack.failed = f"its window {gone:#x} went away"
+                ack.done.set()
+
+    def _acks(self) -> list[_Ack]:
+        return list({id(a): a for a in (*self._pings.values(), *self._watches.values())}.values())
+
     def _handle(self, event: Any) -> None:
-        if self._has_damage and event.type == self._d.extension_event.DamageNotify:
+        if self._has_damage and event.type == self._d.extension_event.DamageNotify and event.damage != self._damage:
+            ack = self._watches.get(event.damage)
+            if ack is not None and ack.armed and keys_ack.touches_box(event.area, ack.reader.box):
+                ack.done.set()  # the app repainted what we exposed: it has handled everything before
+        elif self._has_damage and event.type == self._d.extension_event.DamageNotify:
             self._d.damage_subtract(self._damage)
             now = time.monotonic()
             area = event.area
@@ -175,10 +244,25 @@ class DesktopEvents:
                 self._damage_count += 1
                 self._damage_cond.notify_all()
         elif event.type == X.MapNotify:
-            if not event.override:
+            # top-levels only (a window asked about in app_acknowledged reports its own maps too)
+            if not event.override and event.event.id == self._root.id:
                 with self._damage_cond:
                     self._maps += 1
                     self._damage_cond.notify_all()
+        elif event.type in (X.DestroyNotify, X.UnmapNotify):
+            for ack in self._acks():
+                # no answer can come: say so now (GDK's leader window, pinged unmapped, is never unmapped)
+                if event.window.id in ack.reader.windows and event.type == X.DestroyNotify \
+                        or event.window.id == ack.reader.window and ack.reader.how == "expose":
+                    ack.failed = f"its window {event.window.id:#x} went away"
+                    ack.done.set()
+        elif event.type == X.ClientMessage:
+            for token, ack in list(self._pings.items()):
+                if keys_ack.is_pong(self._d, event, token, ack.tokens.get(token, 0)):
+                    del self._pings[token]
+                    ack.tokens.pop(token)
+                    if not ack.tokens:
+                        ack.done.set()
         elif event.type == X.SelectionRequest:
             self._serve(event)
         elif event.type == X.SelectionClear:
@@ -295,6 +379,90 @@ class DesktopEvents:
 
     def seconds_since_damage(self) -> float:
         return time.monotonic() - self._last_damage
+
+    # -- has the app handled the keys? -----------------------------------------------------------------
+    def app_acknowledged(self, timeout: float = ACK_TIMEOUT, *, new_map: bool = False) -> Acknowledgement:
+        """Whether the app that gets key events has handled every key the X server took so far: it is asked
+        with a message sent after them, which it answers only once it has handled what came before (see
+        :mod:`.keys_ack`). With ``new_map``, whether the app's other connections have read the keyboard map
+        as it is now (true at once for an app with one connection). Waits up to ``timeout`` seconds, less
+        when the step's time limit is nearer; true at once when no app gets the keys."""
+        left = deadline.remaining()
+        limit = timeout if left is None else min(timeout, left)
+        start = time.monotonic()
+        if limit <= 0:
+            return Acknowledgement(False, "none", 0.0, "the step's time limit was reached")
+        try:
+            ack = self._call(lambda: self._ask(new_map), min(limit, 5.0))
+        except ActionTimeoutError:
+            return Acknowledgement(False, "none", time.monotonic() - start, "the X event thread was too busy to ask")
+        if isinstance(ack, keys_ack.Reader):
+            return Acknowledgement(ack.how == "none", ack.how, time.monotonic() - start,
+                            "" if ack.how == "none" else f"{ack.describe()} cannot be asked: {ack.why}")
+        try:
+            answered = ack.done.wait(max(0.0, start + limit - time.monotonic()))
+        finally:
+            self._post(lambda: self._forget(ack))
+        waited = time.monotonic() - start
+        if answered and not ack.failed:
+            return Acknowledgement(True, ack.reader.how, waited)
+        asked = "_NET_WM_PING" if ack.reader.how == "ping" else "a synthetic Expose"
+        why = ack.failed or (f"no answer to {asked} within {waited:.1f}s"
+                             + (" (the step's time limit)" if limit < timeout else ""))
+        return Acknowledgement(False, ack.reader.how, waited, f"the app of {ack.reader.describe()}: {why}")
+
+    def _ask(self, new_map: bool) -> keys_ack.Reader | _Ack:
+        """In the thread: find who gets the keys and send it the question; a Reader when nobody needs asking
+        or nobody can be."""
+        try:
+            find = keys_ack.find_map_readers if new_map else keys_ack.find_reader
+            reader = find(self._d, self._own_clients)
+        except xerror.XError as exc:  # a window went away meanwhile
+            return keys_ack.Reader("unknown", why=f"its windows changed while being looked at ({exc})")
+        if reader.how == "expose" and not self._has_damage:
+            return keys_ack.Reader("unknown", reader.windows, reader.client, "the display has no DAMAGE extension",
+                                  reader.name)
+        if reader.how not in ("ping", "expose"):
+            return reader
+        stale = time.monotonic() - 2 * ACK_TIMEOUT  # questions whose asker gave up before they were sent
+        for old in [a for a in self._acks() if a.created < stale]:
+            self._forget(old)
+        ack = _Ack(reader)
+        for wid in reader.windows:  # to learn at once if one goes away
+            self._d.create_resource_object("window", wid).change_attributes(event_mask=X.StructureNotifyMask)
+        window = self._d.create_resource_object("window", reader.window)
+        if reader.how == "ping":
+            for wid in reader.windows:
+                # a token no earlier question used: only the answer to this one counts
+                self._token = max(self._token + 1, int(time.monotonic() * 1000) & 0x7FFFFFFF)
+                ack.tokens[self._token] = wid
+                self._pings[self._token] = ack
+                message = keys_ack.ping_message(self._d, wid, self._token)
+                self._d.send_event(self._d.create_resource_object("window", wid), message,
+                                   event_mask=0)  # to the window's own client
+            self._d.flush()
+            return ack
+        # A new damage object first reports its whole window: drain that before the Expose goes out, so that
+        # only drawing after it can answer.
+        ack.damage = window.damage_create(damage.DamageReportRawRectangles)
+        self._watches[ack.damage] = ack
+        self._flushed(lambda: 0)
+        ack.armed = True
+        self._d.send_event(window, keys_ack.expose_event(self._d, reader.window, reader.box),
+                           event_mask=X.ExposureMask)
+        self._d.flush()
+        return ack
+
+    def _forget(self, ack: _Ack) -> None:
+        # Errors (the window went away, taking the damage object along) are only logged: see _on_error.
+        for token in ack.tokens:
+            self._pings.pop(token, None)
+        if self._watches.pop(ack.damage, None) is not None:
+            self._d.damage_destroy(ack.damage)
+        asked = {w for a in self._acks() for w in a.reader.windows}
+        for wid in set(ack.reader.windows) - asked:
+            self._d.create_resource_object("window", wid).change_attributes(event_mask=0)
+        self._d.flush()
 
     # -- clipboard -------------------------------------------------------------------------------------
     def _timestamp(self) -> int:

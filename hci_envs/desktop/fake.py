@@ -16,7 +16,7 @@ desktop.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ from ..protocol import AppState, StartState
 from .desktop import Desktop, DesktopHealth
 from .encode import Frame
 from .screen import Screen
+from .xinput import Typed
 
 #: Background and mark colours of the fake screen (B, G, R, X).
 _BACKGROUND = (48, 40, 32, 255)
@@ -253,11 +254,11 @@ class FakeInput:
     def keys_needed(self, text: str) -> int:
         return 0
 
-    def type_keys(self, text: str, wait_for_apps: Callable[[], None]) -> int:
+    def type_keys(self, text: str) -> Typed:
         self._event("type", text)
         self._desktop.typed += text
         self._desktop._band()
-        return len(text)
+        return Typed(len(text))
 
     def release_all(self) -> None:
         for name in reversed(self._held_keys):
@@ -269,6 +270,9 @@ class FakeInput:
 
     def restore_access_control(self) -> None:
         pass
+
+    def focused_class(self) -> str:
+        return "fake"
 
     def activate(self, window: int) -> None:
         self._event("activate", window)

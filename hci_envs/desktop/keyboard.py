@@ -2,23 +2,31 @@
 
 Typing "你" needs a keycode whose keysym is U+4F60, and the keyboard map has none. We map such keysyms onto
 scratch keys: keycodes with no keysyms at all, and keycodes that carry only XF86 media keysyms (nobody
-presses "XF86Launch5" on a virtual desktop). Each scratch key offers two slots, plain and shifted.
+presses "XF86Launch5" on a virtual desktop) other than the few an app acts on by keycode. Each scratch key
+offers two slots, plain and shifted.
 
 Why slots are not reused at once: an X client looks up the keysym of a key event when it *processes* the
 event, from the keyboard map as it is at that moment. Remapping a key before the app has caught up makes the
-app read the new keysym for the old event. So a slot keeps its keysym until it has been idle for
-``REUSE_AFTER`` seconds, and the caller learns when a text needs more slots than are idle (then it types in
-chunks with a pause for the app to catch up, or pastes).
+app read the new keysym for the old event. So every plan is a numbered *batch*, a slot remembers the last
+batch that used it, and it may be remapped only once the app has acknowledged that batch (see
+:mod:`.keys_ack`): the caller reports it with :meth:`Keyboard.acknowledged`. Time plays no part: a stopped app
+keeps its slots busy for as long as it is stopped, and a fast one frees them as soon as it answers.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, field
 
-REUSE_AFTER = 1.0
 _XF86_RANGE = range(0x1008FF00, 0x10090000)
+#: Media keys that are no scratch keys: chromium reads a key's command from its keycode when the keysym means
+#: nothing to it (as a CJK character does), so these keycodes copy, cut, paste or navigate whatever keysym
+#: they carry (found by typing on every scratch key in a text area).
+_COMMAND_KEYSYMS = frozenset({
+    0x1008FF57, 0x1008FF58, 0x1008FF6D,  # XF86Copy, XF86Cut, XF86Paste
+    0x1008FF26, 0x1008FF27, 0x1008FF73, 0x1008FF29, 0x1008FF28,  # Back, Forward, Reload, Refresh, Stop
+    0x1008FF18, 0x1008FF1B, 0x1008FF30,  # HomePage, Search, Favorites
+})
 
 
 @dataclass
@@ -26,15 +34,19 @@ class _Slot:
     keycode: int
     level: int
     keysym: int = 0
-    last_used: float = 0.0
+    batch: int = 0  # the last plan that used this slot's keysym
 
 
 @dataclass
 class KeyPlan:
-    """How to type a sequence of keysyms: ``(keycode, level)`` per keysym, or the keysyms that did not fit."""
+    """How to type a sequence of keysyms: ``(keycode, level)`` per keysym, or the keysyms that did not fit.
+    ``batch`` numbers the plan; once the apps have handled its keys, ``Keyboard.acknowledged(batch)``.
+    ``remapped`` says whether it changed the keyboard map."""
 
     keys: dict[int, tuple[int, int]] = field(default_factory=dict)
     missing: list[int] = field(default_factory=list)
+    batch: int = 0
+    remapped: bool = False
 
 
 class Keyboard:
@@ -50,12 +62,14 @@ class Keyboard:
         self._original: dict[int, list[int]] = {}
         modifier_keycodes = {kc for row in display.get_modifier_mapping() for kc in row if kc}
         self._slots: list[_Slot] = []
+        self._batch = 0  # the number of the latest plan
+        self._acknowledge = 0  # the apps have handled every key of the plans up to this one
         for offset, syms in enumerate(mapping):
             keycode = self.min_keycode + offset
             if keycode in modifier_keycodes:
                 continue
             nonzero = [s for s in syms if s]
-            if not nonzero or all(s in _XF86_RANGE for s in nonzero):
+            if not nonzero or all(s in _XF86_RANGE and s not in _COMMAND_KEYSYMS for s in nonzero):
                 self._original[keycode] = list(syms)
                 self._slots.extend((_Slot(keycode, 0), _Slot(keycode, 1)))
         self._lookup = self._index(mapping)
@@ -99,61 +113,65 @@ class Keyboard:
             self._lookup = self._index(mapping)
 
     # -- scratch slots ---------------------------------------------------------------------------------
-    def plan(self, keysyms: list[int], *, now: float | None = None, wait_ok: bool = False) -> KeyPlan:
+    def plan(self, keysyms: list[int]) -> KeyPlan:
         """Find keys for ``keysyms`` (in order of first use), remapping idle scratch slots as needed.
 
-        Slots that are not idle yet are used only with ``wait_ok`` (the caller then makes sure the apps have
-        caught up before typing). Keysyms that still have no key are listed in ``missing``, in text order.
+        A slot is idle when it holds no keysym or the apps have caught up with the last plan that used it.
+        Keysyms that still have no key are listed in ``missing``, in text order; the caller types up to the
+        first of them, asks the apps to catch up, reports it (:meth:`acknowledged`) and plans the rest again.
         """
-        now = time.monotonic() if now is None else now
         with self._lock:
-            plan = KeyPlan()
+            self._batch += 1
+            plan = KeyPlan(batch=self._batch)
             slot_of = {s.keysym: s for s in self._slots if s.keysym}
             needed: list[int] = []
+            used: list[_Slot] = []
             for sym in dict.fromkeys(keysyms):
                 if sym in self._lookup:
                     plan.keys[sym] = self._lookup[sym]
                 elif sym in slot_of:
+                    used.append(slot_of[sym])
                     plan.keys[sym] = (slot_of[sym].keycode, slot_of[sym].level)
                 else:
                     needed.append(sym)
-            if not needed:
-                return plan
             in_use = {(kc, lvl) for kc, lvl in plan.keys.values()}
+            # unmapped slots first, then the least recently used: a keysym typed lately may come back
             free = sorted(
-                (s for s in self._slots if (s.keycode, s.level) not in in_use
-                 and (wait_ok or not s.keysym or now - s.last_used >= REUSE_AFTER)),
-                key=lambda s: (s.keysym != 0, s.last_used),
-            )
+                (s for s in self._slots if (s.keycode, s.level) not in in_use and self._idle(s)),
+                key=lambda s: (s.keysym != 0, s.batch),
+            ) if needed else []
             assigned: dict[int, list[int]] = {}
             for sym, slot in zip(needed, free):
                 slot.keysym = sym
+                used.append(slot)
                 row = assigned.setdefault(slot.keycode, self._row(slot.keycode))
                 row[slot.level] = sym
                 plan.keys[sym] = (slot.keycode, slot.level)
+            for slot in used:
+                slot.batch = plan.batch
             plan.missing = needed[len(free):]
+            plan.remapped = bool(assigned)
             self._write(assigned)
             return plan
 
-    def fits(self, keysyms: set[int], *, now: float | None = None) -> bool:
-        """Whether ``keysyms`` can all be typed now without remapping a scratch slot that is still busy."""
-        now = time.monotonic() if now is None else now
-        with self._lock:
-            assigned = {s.keysym for s in self._slots if s.keysym}
-            needed = [k for k in keysyms if k not in self._lookup and k not in assigned]
-            idle = sum(
-                1 for s in self._slots
-                if s.keysym not in keysyms and (not s.keysym or now - s.last_used >= REUSE_AFTER)
-            )
-            return len(needed) <= idle
+    def _idle(self, slot: _Slot) -> bool:
+        return not slot.keysym or slot.batch <= self._acknowledge
 
-    def touch(self, keysyms: list[int], now: float | None = None) -> None:
-        now = time.monotonic() if now is None else now
-        wanted = set(keysyms)
+    def acknowledged(self, batch: int) -> None:
+        """The apps have handled every key typed with the plans up to ``batch``: their slots are idle."""
         with self._lock:
-            for slot in self._slots:
-                if slot.keysym in wanted:
-                    slot.last_used = now
+            self._acknowledge = max(self._acknowledge, batch)
+
+    def fits(self, keysyms: set[int]) -> bool:
+        """Whether ``keysyms`` need no more scratch slots than the keyboard has (busy slots are freed by one
+        acknowledgement from the apps, so they count)."""
+        with self._lock:
+            return sum(1 for k in keysyms if k not in self._lookup) <= len(self._slots)
+
+    def busy(self) -> int:
+        """How many slots wait for the apps to catch up before they can be remapped."""
+        with self._lock:
+            return sum(1 for s in self._slots if not self._idle(s))
 
     def _row(self, keycode: int) -> list[int]:
         row = [0] * self._width

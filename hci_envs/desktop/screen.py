@@ -7,6 +7,7 @@ import ctypes
 import ctypes.util
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import DesktopDiedError, MissingDependencyError
@@ -146,11 +147,15 @@ class Screen:
         fmt: ImageFormat = "png",
         quality: int | None = None,
         cursor: bool = False,
+        overlay: Callable[[Frame], Frame] | None = None,
     ) -> EncodedImage:
+        """Grab, downscale, draw ``overlay`` (set-of-marks) on the downscaled frame, encode."""
         left, top, width, height = region if region is not None else (0, 0, self.width, self.height)
         frame = self.grab(left, top, width, height, cursor=cursor)
         out_w, out_h, applied = scaled_size(frame.width, frame.height, scale, max_side)
         frame = downscale(frame, out_w, out_h)
+        if overlay is not None:
+            frame = overlay(frame)
         return EncodedImage(encode(frame, fmt, quality), fmt, frame.width, frame.height, applied, left, top)
 
     def close(self) -> None:

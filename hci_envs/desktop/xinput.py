@@ -10,34 +10,63 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 from Xlib import X, XK, display as xdisplay, error as xerror
 from Xlib.ext import xtest
 
 from ..actions.keys import keysym_for_char, resolve_key
-from ..errors import DesktopDiedError, InvalidActionError
+from ..errors import ActionTimeoutError, DesktopDiedError, InvalidActionError
 from .keyboard import Keyboard
 
 WHEEL_BUTTONS = {"up": 4, "down": 5, "left": 6, "right": 7}
 #: Longest straight step of a drag; longer segments are split so that apps see intermediate motion.
 DRAG_STEP_PX = 24
+#: How long pointer input waits for the X server to deliver its release (see Input._delivered) at most.
+DELIVERY_TIMEOUT = 1.0
 
 _NEWLINES = {"\n": "Return", "\t": "Tab"}
 
 
-def _text_keysyms(text: str) -> list[int]:
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    out = []
-    for ch in text:
-        name = _NEWLINES.get(ch)
-        out.append(resolve_key(name)[1] if name else keysym_for_char(ch))
-    return out
+def _text_keysyms(text: str) -> tuple[list[int], list[int]]:
+    """The keysyms that type ``text`` (a line break, however written, is Return), and for each the offset in
+    ``text`` just after it (where typing stopped if it stops after that key)."""
+    keysyms: list[int] = []
+    ends: list[int] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        i += 2 if text.startswith("\r\n", i) else 1
+        name = _NEWLINES.get("\n" if ch == "\r" else ch)
+        keysyms.append(resolve_key(name)[1] if name else keysym_for_char(ch))
+        ends.append(i)
+    return keysyms, ends
+
+
+@dataclass
+class Typed:
+    """What :meth:`Input.type_keys` did: how many characters of the text it typed, how many times it paused
+    for the app to catch up, and why it stopped short of the end (or "")."""
+
+    chars: int
+    pauses: int = 0
+    stopped: str = ""
+
+
+def _nobody_answers(new_map: bool = False) -> bool:
+    return new_map  # nobody to ask: a busy key stays busy, and nobody else reads the map
 
 
 class Input:
-    """Injects pointer and keyboard events into one display. Thread-safe (one lock serialises actions)."""
+    """Injects pointer and keyboard events into one display. Thread-safe (one lock serialises actions).
 
-    def __init__(self, display_name: str) -> None:
+    ``acknowledge`` answers (truthy or not) whether the app that gets the keys has handled every key sent so
+    far, and with ``new_map=True`` whether it has read the keyboard map as it is now
+    (:meth:`DesktopEvents.app_acknowledged`). Scratch keys still in use are remapped only after a true answer,
+    and typed on only after a true answer about the new map. Without it busy keys are never remapped.
+    """
+
+    def __init__(self, display_name: str, acknowledge: Callable[..., object] | None = None) -> None:
         try:
             self._d = xdisplay.Display(display_name)
         except Exception as exc:
@@ -47,6 +76,7 @@ class Input:
         self._root = self._d.screen().root
         self.lock = threading.RLock()
         self.keyboard = Keyboard(self._d)
+        self._acknowledge = acknowledge or _nobody_answers
         self._held_keys: dict[int, int] = {}  # keysym -> keycode
         self._held_buttons: set[int] = set()
         self._atoms: dict[str, int] = {}
@@ -103,6 +133,50 @@ class Input:
             self._guard(lambda: self._root.send_event(message, event_mask=mask))
             self.sync()
 
+    def close_window(self, window: int) -> None:
+        """Ask the window manager to close ``window`` as its close button would (EWMH _NET_CLOSE_WINDOW, from
+        a pager): the app is sent WM_DELETE_WINDOW and quits the way it does for a person."""
+        from Xlib.protocol import event as xevent
+
+        with self.lock:
+            message = xevent.ClientMessage(
+                window=self._d.create_resource_object("window", window),
+                client_type=self._atom("_NET_CLOSE_WINDOW"),
+                data=(32, [X.CurrentTime, 2, 0, 0, 0]),
+            )
+            mask = X.SubstructureRedirectMask | X.SubstructureNotifyMask
+            self._guard(lambda: self._root.send_event(message, event_mask=mask))
+            self.sync()
+
+    def focused_class(self) -> str:
+        """The WM_CLASS class of the top-level window that has the keyboard focus ("" if none says)."""
+        with self.lock:
+            try:
+                window = self._d.get_input_focus().focus
+                for _ in range(32):  # up from the focused child to the window that carries WM_CLASS
+                    if not hasattr(window, "get_wm_class"):
+                        return ""
+                    names = window.get_wm_class()
+                    if names:
+                        return str(names[-1])
+                    parent = window.query_tree().parent
+                    if parent is None or parent.id in (0, self._root.id):
+                        return ""
+                    window = parent
+            except (xerror.BadWindow, xerror.BadDrawable, xerror.BadMatch):
+                return ""
+            return ""
+
+    def window_pid(self, window: int) -> int | None:
+        """The process a window says it belongs to (_NET_WM_PID), if it says."""
+        with self.lock:
+            win = self._d.create_resource_object("window", window)
+            try:
+                prop = win.get_full_property(self._atom("_NET_WM_PID"), X.AnyPropertyType)
+            except (xerror.BadDrawable, xerror.BadWindow):
+                return None
+            return int(prop.value[0]) if prop is not None and len(prop.value) else None  # type: ignore[attr-defined]
+
     def window_box(self, window: int) -> tuple[int, int, int, int] | None:
         """A window's (x, y, width, height) on the screen, or None if it is gone."""
         with self.lock:
@@ -130,6 +204,28 @@ class Input:
             reply = self._guard(self._root.query_pointer)
             return int(reply.root_x), int(reply.root_y)  # type: ignore[attr-defined]
 
+    def _buttons_down(self) -> int:
+        """The X server's button mask (Button1Mask .. Button5Mask): what it has delivered, not what is queued."""
+        return int(self._guard(self._root.query_pointer).mask)  # type: ignore[attr-defined]
+
+    def _delivered(self, buttons: Iterable[int], before: int) -> None:
+        """Return once the X server has delivered the release of ``buttons``.
+
+        A window manager that focuses windows on a click (openbox) takes the press with a synchronous grab:
+        the pointer is frozen, and the release queued, until it lets the press through to the app. The
+        keyboard is not frozen, so a key sent meanwhile reaches the app first, and text typed right after a
+        click into another field lands in the field that had the focus. The button mask shows the release
+        only once it is delivered. Buttons down in ``before`` (someone else holds them) are not waited for.
+        """
+        bits = 0
+        for button in buttons:
+            if 1 <= button <= 5:  # the core protocol has no mask bits for buttons 6 and 7
+                bits |= X.Button1Mask << (button - 1)
+        bits &= ~before
+        deadline = time.monotonic() + DELIVERY_TIMEOUT
+        while bits and self._buttons_down() & bits and time.monotonic() < deadline:
+            time.sleep(0.001)
+
     def move(self, x: int, y: int) -> None:
         with self.lock:
             self._guard(lambda: self._fake(X.MotionNotify, x=x, y=y))
@@ -140,10 +236,14 @@ class Input:
             self._guard(lambda: self._fake(X.ButtonPress if press else X.ButtonRelease, button))
             (self._held_buttons.add if press else self._held_buttons.discard)(button)
             self.sync()
+            if not press:
+                self._delivered([button], 0)
 
     def click(self, button: int, count: int = 1, at: tuple[int, int] | None = None,
               modifiers: Sequence[str] = ()) -> None:
         with self.lock, self.holding(modifiers):
+            before = self._buttons_down()
+
             def send() -> None:
                 if at is not None:
                     self._fake(X.MotionNotify, x=at[0], y=at[1])
@@ -152,9 +252,11 @@ class Input:
                     self._fake(X.ButtonRelease, button)
             self._guard(send)
             self.sync()
+            self._delivered([button], before)  # before the modifiers go up, and before any key after it
 
     def drag(self, path: Sequence[tuple[int, int]], button: int, modifiers: Sequence[str] = ()) -> None:
         with self.lock, self.holding(modifiers):
+            before = self._buttons_down()
             points = list(_interpolate(path, DRAG_STEP_PX))
             self._guard(lambda: self._fake(X.MotionNotify, x=points[0][0], y=points[0][1]))
             self.sync()
@@ -168,9 +270,14 @@ class Input:
                 self._guard(lambda: self._fake(X.ButtonRelease, button))
                 self._held_buttons.discard(button)
                 self.sync()
+                self._delivered([button], before)
 
     def scroll(self, dx: int, dy: int, at: tuple[int, int] | None = None, modifiers: Sequence[str] = ()) -> None:
         with self.lock, self.holding(modifiers):
+            before = self._buttons_down()
+            wheels = [WHEEL_BUTTONS[pos if amount > 0 else neg]
+                      for amount, neg, pos in ((dy, "up", "down"), (dx, "left", "right")) if amount]
+
             def send() -> None:
                 if at is not None:
                     self._fake(X.MotionNotify, x=at[0], y=at[1])
@@ -181,16 +288,35 @@ class Input:
                         self._fake(X.ButtonRelease, wheel)
             self._guard(send)
             self.sync()
+            self._delivered(wheels, before)  # ctrl+wheel: a window manager may hold wheel clicks too
 
     # -- keyboard ----------------------------------------------------------------------------------------
+    def _keys(self, names: Sequence[str]) -> list[tuple[int, int]]:
+        """The (keycode, level) of each key name, mapping scratch keys for keysyms the map lacks; when none is
+        idle, once the app has caught up with the keys sent on them."""
+        keysyms = [resolve_key(name)[1] for name in names]
+        plan = self.keyboard.plan(keysyms)
+        if plan.missing and self.keyboard.scratch_slots:
+            answer = self._acknowledge()
+            if not answer:
+                raise ActionTimeoutError(
+                    f"no spare key is free to press {names[keysyms.index(plan.missing[0])]!r}: they all carry "
+                    f"keys the app has not shown it has handled ({getattr(answer, 'why', '')})")
+            self.keyboard.acknowledged(plan.batch)
+            plan = self.keyboard.plan(keysyms)
+        if plan.missing:
+            name = names[keysyms.index(plan.missing[0])]
+            raise InvalidActionError(f"no key can produce {name!r} on this display", field="keys")
+        if plan.remapped:
+            answer = self._acknowledge(new_map=True)
+            if not answer:
+                raise ActionTimeoutError(f"the app did not show it had read the keyboard map with {names!r} on "
+                                         f"spare keys ({getattr(answer, 'why', '')})")
+        return [plan.keys[k] for k in keysyms]
+
     def _keycode(self, keysym: int, name: str) -> tuple[int, int]:
         found = self.keyboard.keycode_for(keysym)
-        if found is None:
-            plan = self.keyboard.plan([keysym], wait_ok=True)
-            if keysym not in plan.keys:
-                raise InvalidActionError(f"no key can produce {name!r} on this display", field="keys")
-            found = plan.keys[keysym]
-        return found
+        return found if found is not None else self._keys([name])[0]
 
     def key_down(self, name: str) -> None:
         with self.lock:
@@ -212,11 +338,7 @@ class Input:
     def combo(self, names: Sequence[str], hold_seconds: float = 0.0) -> None:
         """Press ``names[:-1]`` as held keys, tap ``names[-1]`` (holding it ``hold_seconds``), release all."""
         with self.lock:
-            codes = []
-            for name in names:
-                _, keysym = resolve_key(name)
-                keycode, level = self._keycode(keysym, name)
-                codes.append((keycode, level))
+            codes = self._keys(names)
             *held, (last, level) = codes
             if level == 1 and self._shift_keycode is not None and len(codes) == 1:
                 held = [(self._shift_keycode, 0)]  # "A" or "@" on its own means the shifted key
@@ -243,7 +365,7 @@ class Input:
     @contextlib.contextmanager
     def holding(self, modifiers: Sequence[str]) -> Iterator[None]:
         """Hold modifier keys down for the duration of the block."""
-        codes = [self._keycode(resolve_key(name)[1], name)[0] for name in modifiers]
+        codes = [keycode for keycode, _ in self._keys(modifiers)] if modifiers else []
 
         def press() -> None:
             for keycode in codes:
@@ -264,42 +386,54 @@ class Input:
     # -- text --------------------------------------------------------------------------------------------
     def keys_needed(self, text: str) -> int:
         """How many keysyms of ``text`` are on no key and would need a scratch slot."""
-        return sum(1 for sym in set(_text_keysyms(text)) if self.keyboard.keycode_for(sym) is None)
+        return sum(1 for sym in set(_text_keysyms(text)[0]) if self.keyboard.keycode_for(sym) is None)
 
     def fits(self, text: str) -> bool:
-        """Whether ``text`` can be typed as key strokes without waiting for a busy scratch key."""
-        return self.keyboard.fits(set(_text_keysyms(text)))
+        """Whether ``text`` can be typed as key strokes: it needs no more scratch keys than the keyboard has
+        (those still in use are freed by one answer from the app)."""
+        return self.keyboard.fits(set(_text_keysyms(text)[0]))
 
-    def type_keys(self, text: str, wait_for_apps: Callable[[], None]) -> int:
-        """Type ``text`` as key strokes. Returns how many times it paused to remap scratch keys.
+    def type_keys(self, text: str) -> Typed:
+        """Type ``text`` as key strokes, as far as it can be typed exactly.
 
-        ``wait_for_apps`` blocks until the apps have processed the input sent so far; it is called before
-        scratch keys still in use are remapped.
+        When the scratch keys run out, it pauses until the app that gets the keys has handled all it was
+        sent (``acknowledge``), then remaps them and goes on. If the app does not show that it has, typing
+        stops there, since remapping would change what the keys already sent mean; the result says how far
+        it got and why.
         """
-        keysyms = _text_keysyms(text)
+        keysyms, ends = _text_keysyms(text)
         pauses = 0
         with self.lock:
             self.keyboard.refresh()
             start = 0
             while start < len(keysyms):
-                plan = self.keyboard.plan(keysyms[start:], wait_ok=pauses > 0)
+                plan = self.keyboard.plan(keysyms[start:])
                 stop = len(keysyms)
                 if plan.missing:
                     first_missing = set(plan.missing)
                     stop = next(i for i in range(start, len(keysyms)) if keysyms[i] in first_missing)
-                    if stop == start and pauses:
+                    # nothing fits even with every slot idle (after a pause, or with none at all)
+                    if stop == start and (pauses or not self.keyboard.scratch_slots):
                         raise InvalidActionError(
                             "this display has no spare keys to type the text with; use mode 'paste'",
                             field="text",
                         )
-                self._send_keysyms(keysyms[start:stop], plan.keys)
-                self.keyboard.touch(keysyms[start:stop])
-                if stop < len(keysyms):
-                    wait_for_apps()
-                    pauses += 1
-                    # every slot is now free to reuse: the apps have caught up with all we sent
+                if plan.remapped and stop > start:
+                    # keys are typed on the new map only once every connection of the app has read it
+                    answer = self._acknowledge(new_map=True)
+                    if not answer:
+                        return Typed(ends[start - 1] if start else 0, pauses, str(getattr(answer, "why", "")))
+                if stop > start:
+                    self._send_keysyms(keysyms[start:stop], plan.keys)
+                if stop == len(keysyms):
+                    break
+                answer = self._acknowledge()
+                pauses += 1
+                if not answer:
+                    return Typed(ends[stop - 1] if stop else 0, pauses, str(getattr(answer, "why", "")))
+                self.keyboard.acknowledged(plan.batch)  # every slot is idle now: the app has handled all we sent
                 start = stop
-        return pauses
+        return Typed(len(text), pauses)
 
     def _send_keysyms(self, keysyms: Iterable[int], keys: dict[int, tuple[int, int]]) -> None:
         shift = self._shift_keycode
@@ -338,10 +472,24 @@ class Input:
         buttons = {n for n in range(1, 6) if mask & (X.Button1Mask << (n - 1))}
         return keys, buttons
 
-    def release_stray(self) -> None:
+    def release_stray(self, *, expect_buttons: frozenset[int] = frozenset(), expect_keys: int = 0,
+                      timeout: float = 1.0) -> None:
         """Release what X says is down and this connection did not press: a VNC viewer that left with Shift
         or a button held (x11vnc never releases them), another client's XTEST presses. The agent's own
-        key_down/mouse_down stay held. Asked of X because nobody else knows the whole state."""
+        key_down/mouse_down stay held. Asked of X because nobody else knows the whole state.
+
+        ``expect_buttons`` and ``expect_keys``: what a viewer that just left had down. x11vnc injects a
+        client's input on its own schedule, even after it has closed the client's connection, so a press
+        can reach X after the release meant for it; the release waits (at most ``timeout``) until X shows
+        that much down."""
+        deadline = time.monotonic() + timeout
+        while expect_buttons or expect_keys:
+            with self.lock:
+                keys, buttons = self._down_in_x()
+            if (expect_buttons <= buttons and len(keys - set(self._held_keys.values())) >= expect_keys) \
+                    or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
         with self.lock:
             keys, buttons = self._down_in_x()
             keys -= set(self._held_keys.values())

@@ -34,6 +34,12 @@ def redact(text: str) -> str:
     return text
 
 
+def redact_url(url: str) -> str:
+    """A base URL with a control token in its path (``/t/<token>``, see hci_envs.server.path_token) hidden."""
+    head, sep, _token = url.partition("/t/")
+    return head + sep + "<redacted>" if sep else url
+
+
 def _stop_all() -> None:
     for provider in list(_LIVE):
         try:
@@ -116,7 +122,8 @@ def wait_for_health(
     headers: dict[str, str] | None = None,
 ) -> dict[str, object]:
     """Poll ``/health`` until it answers with a running desktop; raise :class:`ProviderError` with the
-    server's last log lines if it dies or does not answer within ``timeout`` seconds."""
+    server's last log lines if it dies or does not answer within ``timeout`` seconds (a token in the URL's path
+    is not repeated)."""
     deadline = time.monotonic() + timeout
     last = "no answer yet"
     with httpx.Client(timeout=2.0, headers=headers, trust_env=False) as http:
@@ -136,7 +143,8 @@ def wait_for_health(
             except (httpx.HTTPError, ValueError) as exc:
                 last = f"{type(exc).__name__}: {exc}"
             time.sleep(0.1)
+    shown = redact_url(base_url)
     raise ProviderError(
-        f"the server at {base_url} did not become healthy within {timeout:.0f}s ({last}); "
+        f"the server at {shown} did not become healthy within {timeout:.0f}s ({last.replace(base_url, shown)}); "
         f"its last output:\n{logs(30)}"
     )

@@ -15,20 +15,33 @@ and process limits apply. The container is removed on
 of its own); a container whose client died without cleaning up (SIGKILL) exits by itself after
 ``orphan_timeout`` seconds with no client (default 600; None: never), and is removed by the next provider
 started on the same machine.
+
+It is also an OpenEnv container provider (``start_container``, ``stop_container``, ``wait_for_ready``,
+``close``; duck-typed, as OpenEnv calls them, so openenv is never imported here):
+
+    from openenv.core import GenericEnvClient
+    env = GenericEnvClient.from_docker_image("hci-envs/base:latest", provider=DockerProvider()).sync()
+
+OpenEnv's clients send no headers when they start a container, so ``start_container`` returns a base URL
+that carries the control token as a path prefix (``http://127.0.0.1:PORT/t/<token>``), which the server
+takes as that token (:mod:`hci_envs.server.path_token`); tokens stay on, and requests without one are refused.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import socket
 from typing import Any
 
 from ..accounts import CAPABILITIES
-from ..errors import ProviderError, require
-from .base import Provider, redact
+from ..errors import ConfigError, ProviderError, require
+from .base import Provider, redact, wait_for_health
 
 LABEL = "hci-envs.provider"
+#: What a token in a URL's path may be made of (it must come back from the server's decoded path unchanged).
+_URL_SAFE = re.compile(r"[A-Za-z0-9._~-]+")
 OWNER = "hci-envs.owner"
 
 
@@ -71,7 +84,7 @@ def reap_orphans(client: Any) -> list[str]:
 class DockerProvider(Provider):
     def __init__(
         self,
-        image: str,
+        image: str | None = None,
         *,
         env_vars: dict[str, str] | None = None,
         control_token: str | None = None,
@@ -92,8 +105,8 @@ class DockerProvider(Provider):
         self.control_token = control_token or secrets.token_urlsafe(24)
         self.agent_token = agent_token or secrets.token_urlsafe(24)
         self.env_vars = {"HCI_ENVS_CONTROL_TOKEN": self.control_token, "HCI_ENVS_AGENT_TOKEN": self.agent_token,
-                         **({"HCI_ENVS_ORPHAN_TIMEOUT": f"{orphan_timeout:g}"} if orphan_timeout else {}),
-                         **(env_vars or {})}
+                         **({"HCI_ENVS_ORPHAN_TIMEOUT": f"{orphan_timeout:g}"} if orphan_timeout else {})}
+        self._add_env(env_vars)
         self.limits = {"mem_limit": mem_limit, "nano_cpus": int(cpus * 1e9), "pids_limit": pids_limit,
                        "shm_size": shm_size}
         self.tmpfs = tmpfs if tmpfs is not None else {"/tmp": "rw,size=512m,mode=1777"}
@@ -104,6 +117,52 @@ class DockerProvider(Provider):
         self.container: Any = None
         self._client: Any = None
 
+    def _add_env(self, env_vars: dict[str, str] | None) -> None:
+        """More variables for the container; tokens given here are the tokens (the URLs must carry them)."""
+        self.env_vars.update(env_vars or {})
+        self.control_token = self.env_vars["HCI_ENVS_CONTROL_TOKEN"]
+        self.agent_token = self.env_vars["HCI_ENVS_AGENT_TOKEN"]
+
+    # -- OpenEnv's ContainerProvider interface ------------------------------------------------------------
+    def start_container(self, image: str | None = None, port: int | None = None,
+                        env_vars: dict[str, str] | None = None, *, timeout: float = 90.0, **run_kwargs: Any) -> str:
+        """Start the container and wait until it is healthy (what OpenEnv's ``from_docker_image`` calls, with
+        its ``port``, ``env_vars`` and other keyword arguments, which are ``docker run`` options here). Returns
+        the base URL for OpenEnv's clients: the control token is its path (see the module), so keep it as
+        private as the token."""
+        if image is not None:
+            self.image = image
+        if port is not None:
+            self.port = port
+        self._add_env(env_vars)
+        self.run_kwargs.update(run_kwargs)
+        return self.token_url(self.start(timeout=timeout))
+
+    def token_url(self, base_url: str) -> str:
+        """``base_url`` with the control token as its path prefix (:mod:`hci_envs.server.path_token`)."""
+        if not _URL_SAFE.fullmatch(self.control_token):
+            raise ConfigError("a control token that goes in a URL's path must be made of letters, digits and "
+                              "'-', '_', '.', '~' (secrets.token_urlsafe makes such tokens)", field="control_token")
+        return f"{base_url.rstrip('/')}/t/{self.control_token}"
+
+    def wait_for_ready(self, base_url: str, timeout_s: float = 30.0) -> None:
+        """Wait until the server at ``base_url`` answers ``/health`` with a running desktop (``start_container``
+        has already waited: this is then one request). Raises :class:`ProviderError` (a RuntimeError) with the
+        container's last log lines."""
+        wait_for_health(base_url, timeout_s, alive=self.alive, logs=self.logs)
+
+    def stop_container(self) -> None:
+        """Remove the container (OpenEnv calls this when its client closes); safe to call twice."""
+        self.stop()
+
+    def close(self) -> None:
+        """Release the Docker SDK's client (OpenEnv's hook for a provider's own resources); the container,
+        if still running, is removed by ``stop_container``, at interpreter exit, or on SIGTERM."""
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    # -- running the container ----------------------------------------------------------------------------
     def _docker(self) -> Any:
         if self._client is None:
             docker = require("docker", "docker", "running environments in containers")
@@ -117,6 +176,8 @@ class DockerProvider(Provider):
     def _start(self) -> str:
         import docker
 
+        if self.image is None:
+            raise ProviderError("no image to start: DockerProvider(image) or start_container(image)")
         client = self._docker()
         reap_orphans(client)
         try:

@@ -6,7 +6,7 @@
 Routes (documented in README.md): ``/health``; ``/mcp`` and ``/sessions/{id}/mcp`` (MCP over streamable HTTP, the
 model's interface); ``/metadata``, ``/schema``, ``/reset``, ``/step``, ``/state``, ``/ws`` (OpenEnv's wire
 protocol, the control plane); ``/sessions`` (create, list, close); ``/vnc/`` (the browser view); ``/collect/{session}/{secret}/`` (the
-page for recording demonstrations).
+page for recording demonstrations). Every route is also served under ``/t/<control token>/`` (see path_token.py).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from .core import HciServer
 from .deps import bearer, error_response
 from .guards import HostGuard, PeerGuard
 from .mcp_bridge import SCOPE_KEY
+from .path_token import PathToken
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +139,13 @@ class HciApp:
         uids = server.agent_uids
         self._mcp = PeerGuard(HostGuard(mcp_endpoint, **host_checks), lambda: uids)
         self._rest = PeerGuard(HostGuard(api, **host_checks), lambda: uids)
+        # first of all: a base URL carrying the control token (OpenEnv's from_docker_image) loses it here
+        self._entry = PathToken(self._dispatch, config.control_token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._entry(scope, receive, send)
+
+    async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket") or scope["path"] == "/health":
             await self._rest(scope, receive, send)  # the lifespan; health probes are no clients
             return

@@ -163,7 +163,8 @@ class ServerConfig:
             raise ConfigError(
                 f"refusing to listen on {self.host}, which is not a loopback address, without "
                 f"{' and '.join(missing)}. Anyone who can reach the port could drive the desktop. "
-                "Set the secrets, or bind to 127.0.0.1."
+                "Set the secrets, or bind to 127.0.0.1. (Starting an image with OpenEnv's from_docker_image? "
+                "Pass provider=hci_envs.providers.DockerProvider(): it sets them.)"
             )
 
     def base_url(self) -> str:

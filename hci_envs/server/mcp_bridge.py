@@ -2,8 +2,10 @@
 
 One MCP server serves every session of an environment class: the tools are the same, and each request is
 routed to its session's environment by the ASGI layer in front (it puts the session into the request scope
-after checking the session's agent token). The server is stateless and answers with plain JSON, which is
-the fastest way through the SDK for request/response tools.
+after checking the session's agent token). The server is stateless and answers with plain JSON: every
+request stands on its own (no ``initialize`` needed, no protocol session to keep or reap), and clients of the
+2026-07-28 protocol, the SDK's own among them, take its single-request path, the cheapest through the SDK
+(handshake-era clients pay for a transport per request; see docs/design.md).
 
 The SDK carries the protocol; the tool list and the results are rendered by :mod:`hci_envs.rendering` (the
 same renderer the WebSocket and OpenEnv's step use), and arguments are validated once, by the tool itself
@@ -22,11 +24,25 @@ from ..tools import ToolOutput, ToolSpec
 SCOPE_KEY = "hci_envs.session"
 
 
-def mcp_result(out: ToolOutput) -> Any:
-    """A tool output as the SDK's ``CallToolResult`` (validated from the one rendered dict)."""
-    from mcp_types import CallToolResult
+def mcp_result(out: ToolOutput) -> dict[str, Any]:
+    """A tool output as a ``CallToolResult`` in wire form. Handed to the SDK as a dict, not as the SDK's model:
+    the SDK validates every result against the protocol version's result type anyway (and sieves it to that
+    version's fields), so a model built here was validated and dumped once more for nothing."""
+    return tool_result(out, style="mcp")
 
-    return CallToolResult.model_validate(tool_result(out))
+
+def header_schemas(specs: dict[str, ToolSpec]) -> dict[str, dict[str, Any] | None]:
+    """Each tool's input schema for the SDK's ``Mcp-Param-*`` header check, or None for a tool that declares
+    no header (``x-mcp-header``): the SDK walks the schema on every call to find declarations, and for a
+    schema without any the check accepts every request, as it does when it gets None."""
+    from mcp.shared.inbound import X_MCP_HEADER_KEY  # "x-mcp-header"
+
+    def declares(node: Any) -> bool:
+        if isinstance(node, dict):
+            return X_MCP_HEADER_KEY in node or any(declares(v) for v in node.values())
+        return isinstance(node, list) and any(declares(v) for v in node)
+
+    return {name: (spec.input_schema() if declares(spec.input_schema()) else None) for name, spec in specs.items()}
 
 
 def build_mcp_server(
@@ -61,9 +77,10 @@ def build_mcp_server(
             out = error_output(exc)
         return mcp_result(out)
 
+    schemas = header_schemas(specs)
+
     def input_schema(tool: str) -> dict[str, Any] | None:
-        spec = specs.get(tool)
-        return spec.input_schema() if spec is not None else None
+        return schemas.get(tool)
 
     server = Server(name, version=version, instructions=instructions, on_list_tools=list_tools,
                     on_call_tool=call_tool, get_tool_input_schema=input_schema)

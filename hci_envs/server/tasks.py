@@ -17,6 +17,12 @@ from ..errors import ConfigError, EnvironmentStateError, TaskNotFoundError
 from ..protocol import Observation
 
 
+#: ``serve --tasks apps``: the real-application suite (hci_envs.tasks.suite), every template at these seeds;
+#: a reset may name any other seed too (``calc-column-total.1234``).
+APPS_SUITE = "apps"
+APPS_SUITE_SEEDS = range(5)
+
+
 class TaskSuite:
     """The server's tasks, read on first use (the file is private to the server's user)."""
 
@@ -30,7 +36,12 @@ class TaskSuite:
             if self._tasks is None:
                 from ..tasks import BUILTIN, load_tasks
 
-                self._tasks = {t.id: t for t in load_tasks(self.source or BUILTIN)}
+                if str(self.source) == APPS_SUITE:
+                    from ..tasks.suite import suite
+
+                    self._tasks = {t.id: t for t in suite(seeds=APPS_SUITE_SEEDS)}
+                else:
+                    self._tasks = {t.id: t for t in load_tasks(self.source or BUILTIN)}
             return self._tasks
 
     def resolve(self, ref: Any) -> Any:
@@ -47,6 +58,10 @@ class TaskSuite:
         if not isinstance(ref, str) or not ref:
             raise ConfigError("task must be a task id or a task spec object", field="task")
         task = self.tasks().get(ref)
+        if task is None and str(self.source) == APPS_SUITE:
+            from ..tasks.suite import template_task
+
+            task = template_task(ref)
         if task is None:
             known = ", ".join(sorted(self.tasks())[:20])
             raise TaskNotFoundError(f"no task {ref!r} in the server's suite (it has: {known})", task=ref)

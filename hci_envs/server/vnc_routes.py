@@ -48,10 +48,10 @@ def attach_vnc(server: HciServer, session: Session) -> dict[str, Any]:
             raise SessionNotFoundError(f"session {session.id} has no desktop")
         return await anyio.to_thread.run_sync(desktop.vnc_socket)
 
-    def release_input() -> None:
+    def release_input(**expected: object) -> None:
         desktop = session.env.desktop
         if desktop is not None:
-            desktop.input.release_stray()
+            desktop.input.release_stray(**expected)  # type: ignore[arg-type]
 
     vnc = VncSession(socket_path, takeover_timeout=server.config.takeover_timeout,
                      on_human_input=session.env.mark_touched, release_input=release_input)

@@ -6,9 +6,10 @@
 """
 
 from .agents import NoopAgent, OracleAgent, RandomAgent
+from .reports import RunReport, TaskResult, write_reports
 from .scoring import Score, score
 from .spec import TaskFormatError, TaskSpec, load_tasks, parse_task
-from .world import BUILTIN, AgentContext, RunReport, TaskResult, World, write_reports
+from .world import BUILTIN, AgentContext, World
 
 __all__ = [
     "BUILTIN", "AgentContext", "NoopAgent", "OracleAgent", "RandomAgent", "RunReport", "Score", "TaskFormatError",

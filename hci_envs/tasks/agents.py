@@ -16,7 +16,8 @@ from .oracles import ORACLES
 
 
 class OracleAgent:
-    """Solves every built-in task with a script; one batch of actions per step."""
+    """Solves every built-in task and every task of the real-application suite with a script; one batch of
+    actions per step. Thread-safe for a run in several sessions (each task has its own plan)."""
 
     def __init__(self) -> None:
         self._plans: dict[str, Iterator[Any]] = {}
@@ -25,6 +26,10 @@ class OracleAgent:
         task = context.task.id
         if context.step == 0 or task not in self._plans:
             script = ORACLES.get(task)
+            if script is None and context.task.template is not None:
+                from .suite import oracle_script
+
+                script = oracle_script(context.task)
             if script is None:
                 raise ConfigError(f"no oracle for task {task!r}", task=task)
             self._plans[task] = script(context)
@@ -39,22 +44,27 @@ class NoopAgent:
 
 
 class RandomAgent:
-    """Random clicks, keys and typing, ``steps`` of them per task."""
+    """Random clicks, keys and typing, ``steps`` of them per task. Each task draws from a generator of its own,
+    seeded by ``seed`` and the task's id, so a run is the same however many sessions share it."""
 
     KEYS = ["enter", "tab", "up", "down", "left", "right", "BackSpace", "ctrl+a", "ctrl+s", "esc"]
 
     def __init__(self, seed: int = 0, steps: int = 20) -> None:
-        self.rng = random.Random(seed)
+        self.seed = seed
         self.steps = steps
+        self._rngs: dict[str, random.Random] = {}
 
     def __call__(self, observation: Any, context: Any) -> Any:
         if context.step >= self.steps:
             return None
+        if context.step == 0 or context.task.id not in self._rngs:
+            self._rngs[context.task.id] = random.Random(f"{self.seed}/{context.task.id}")
+        rng = self._rngs[context.task.id]
         width, height = context.env.declared_state.width, context.env.declared_state.height
-        kind = self.rng.choice(["click", "click", "key", "type"])
+        kind = rng.choice(["click", "click", "key", "type"])
         if kind == "click":
-            return {"type": "click", "x": self.rng.randrange(width), "y": self.rng.randrange(height)}
+            return {"type": "click", "x": rng.randrange(width), "y": rng.randrange(height)}
         if kind == "key":
-            return {"type": "key", "keys": self.rng.choice(self.KEYS)}
-        text = "".join(self.rng.choice("abcdefghijklmnopqrstuvwxyz 0123456789") for _ in range(self.rng.randint(1, 8)))
+            return {"type": "key", "keys": rng.choice(self.KEYS)}
+        text = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz 0123456789") for _ in range(rng.randint(1, 8)))
         return {"type": "type_text", "text": text}

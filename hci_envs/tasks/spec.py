@@ -9,129 +9,26 @@
 
 In commands, ``{python}`` is the Python running hci-envs (the agent's account runs it: the set-up command
 builds ``.venv`` on the system's Python, and the images do too) and ``{home}`` the session's home directory.
-Checkers: ``file`` (exists, equals, contains, matches), ``json`` (a value in a JSON file), ``command`` (a shell
-command's exit code and output, run in the session), ``pixel`` (a screen colour), and ``all`` / ``any`` /
-``mean`` of others. A task scores 1.0 when its checker passes fully.
+Checkers (:mod:`.checks`): ``file`` (exists, equals, contains, matches), ``json`` (a value in a JSON file),
+``command`` (a shell command's exit code and output, run in the session), ``pixel`` (a screen colour),
+``document`` (ODT/DOCX text and formatting), ``spreadsheet`` (ODS/XLSX/CSV cells and formulas), ``browser``
+(chromium's bookmarks, history and downloads), ``accessibility`` (a widget's value or state), and ``all`` /
+``any`` / ``mean`` / ``weighted`` (named parts, partial credit) / ``gate`` of others. A task scores 1.0 when
+its checker passes fully. A home file is text, or ``{"base64": ...}`` for bytes.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..actions.models import format_validation_error, parse_action
 from ..errors import InvalidActionError, TaskFormatError
 from ..protocol import StartState
-
-
-def _home_relative(path: str) -> str:
-    if not path or path.startswith("/") or ".." in Path(path).parts:
-        raise ValueError(f"{path!r}: paths are relative paths inside the session's home")
-    return path
-
-
-#: A path relative to the session's home that stays inside it.
-HomePath = Annotated[str, AfterValidator(_home_relative)]
-
-
-class _Check(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class FileCheck(_Check):
-    """A file in the session's home: it exists, or its text equals / contains / matches."""
-
-    type: Literal["file"]
-    path: HomePath
-    exists: bool = True
-    equals: str | None = None
-    contains: str | None = None
-    matches: str | None = None
-
-    @field_validator("matches")
-    @classmethod
-    def _regex(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"not a regular expression: {exc}") from None
-        return value
-
-
-class JsonCheck(_Check):
-    """A value in a JSON file of the home, addressed by a JSON pointer ("/submitted/name")."""
-
-    type: Literal["json"]
-    path: HomePath
-    pointer: str = Field(pattern=r"^(/[^/]*)*$")
-    equals: Any = None
-    is_true: bool = False
-
-    @model_validator(mode="after")
-    def _one_condition(self) -> JsonCheck:
-        # Without this, a missing "equals" would compare against null, which an app's untouched state matches.
-        if ("equals" in self.model_fields_set) == self.is_true:
-            raise ValueError("give exactly one of 'equals' (null allowed, if meant) and 'is_true': true")
-        return self
-
-
-class CommandCheck(_Check):
-    """A shell command run in the session (its home, its display): exit code and output."""
-
-    type: Literal["command"]
-    run: str
-    exit_code: int | None = 0
-    stdout_equals: str | None = None
-    stdout_contains: str | None = None
-    timeout: float = Field(10.0, gt=0, le=120)
-
-    @model_validator(mode="after")
-    def _some_condition(self) -> CommandCheck:
-        if self.exit_code is None and self.stdout_equals is None and self.stdout_contains is None:
-            raise ValueError("a command check needs exit_code, stdout_equals or stdout_contains: else it always passes")
-        return self
-
-
-class PixelCheck(_Check):
-    """The colour of one screen pixel."""
-
-    type: Literal["pixel"]
-    x: int = Field(ge=0)
-    y: int = Field(ge=0)
-    color: tuple[int, int, int]
-    tolerance: int = Field(0, ge=0, le=255)
-
-
-class AllCheck(_Check):
-    """Every check passes (scores 1), else 0."""
-
-    type: Literal["all"]
-    checks: list[Check] = Field(min_length=1)
-
-
-class AnyCheck(_Check):
-    """At least one check passes."""
-
-    type: Literal["any"]
-    checks: list[Check] = Field(min_length=1)
-
-
-class MeanCheck(_Check):
-    """Partial credit: the share of checks that pass."""
-
-    type: Literal["mean"]
-    checks: list[Check] = Field(min_length=1)
-
-
-Check = Annotated[Union[FileCheck, JsonCheck, CommandCheck, PixelCheck, AllCheck, AnyCheck, MeanCheck],  # noqa: UP007
-                  Field(discriminator="type")]
-for _model in (AllCheck, AnyCheck, MeanCheck):
-    _model.model_rebuild()
+from .checks import BinaryFile, Check, HomePath
 
 
 class TaskSpec(BaseModel):
@@ -139,16 +36,20 @@ class TaskSpec(BaseModel):
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
     instruction: str = Field(min_length=1)
     start_state: StartState = StartState()
-    home_files: dict[HomePath, str] = {}
+    home_files: dict[HomePath, str | BinaryFile] = {}
     setup: list[dict[str, Any]] = []
     checker: Check
     max_steps: int = Field(50, ge=1, le=100_000)
     time_limit: float = Field(300.0, gt=0, le=86_400)
     tags: list[str] = []
+    # where a task of the real-application suite comes from (hci_envs.tasks.suite): reports group by them
+    template: str | None = None
+    seed: int | None = None
+    app: str | None = None
 
     @field_validator("home_files")
     @classmethod
-    def _no_file_is_a_folder(cls, files: dict[str, str]) -> dict[str, str]:
+    def _no_file_is_a_folder(cls, files: dict[str, Any]) -> dict[str, Any]:
         folders = {str(parent) for path in files for parent in Path(path).parents}
         for path in files:
             if str(Path(path)) in folders:

@@ -6,6 +6,7 @@
     ... agent acts through world.env ...
     world.score(task).value                 # the reward: the task's checker on the resulting world
     report = world.run(agent, report_dir="out")   # every task: reset, agent, score; JSON + Markdown + HTML
+    World(tasks, sessions=3).run(agent)           # three desktops at once, each task on one of them
 
 An agent is any callable ``agent(observation, context) -> action | list of actions | None`` (None: done).
 """
@@ -25,13 +26,14 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import plugins
-from ..errors import HciEnvsError
+from ..errors import ConfigError, HciEnvsError
 from ..protocol import Observation
+from .reports import RunReport, TaskResult, write_reports
 from .scoring import Score, score
 from .spec import TaskSpec, load_tasks
 
@@ -58,55 +60,32 @@ class AgentContext:
             return None
 
 
-@dataclass
-class TaskResult:
-    task: str
-    score: float
-    success: bool
-    steps: int
-    seconds: float
-    details: list[str] = field(default_factory=list)
-    error: str | None = None
-    screenshot: str | None = None
-    episode: str | None = None
-    video: str | None = None  # the recorded episode's video (World(record_dir=...) with PyAV installed)
-
-
-@dataclass
-class RunReport:
-    results: list[TaskResult]
-
-    def summary(self) -> dict[str, Any]:
-        n = len(self.results) or 1
-        return {
-            "tasks": len(self.results),
-            "success_rate": round(sum(r.success for r in self.results) / n, 4),
-            "mean_score": round(sum(r.score for r in self.results) / n, 4),
-            "mean_steps": round(sum(r.steps for r in self.results) / n, 2),
-            "mean_seconds": round(sum(r.seconds for r in self.results) / n, 3),
-            "errors": sum(1 for r in self.results if r.error),
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"summary": self.summary(), "results": [asdict(r) for r in self.results]}
-
-
 class World:
     def __init__(self, tasks: str | Path | Iterable[TaskSpec] = BUILTIN, env: Any = None, *,
                  env_name: str = "workstation", record_dir: str | Path | None = None,
-                 record_video: bool | None = None) -> None:
+                 record_video: bool | None = None, sessions: int = 1,
+                 env_factory: Callable[[], Any] | None = None) -> None:
         self.tasks = load_tasks(tasks) if isinstance(tasks, str | Path) else list(tasks)
         if not self.tasks:
             raise HciEnvsError("a world needs at least one task")
         if isinstance(tasks, str | Path):
             warn_if_readable_by_agents(Path(tasks))
+        if sessions < 1:
+            raise ConfigError("sessions must be at least 1", field="sessions")
+        if sessions > 1 and env is not None and env_factory is None:
+            raise ConfigError("a world of several sessions given one env needs env_factory for the others",
+                              field="env_factory")
         self._own_env = env is None
-        self.env = env if env is not None else plugins.load_env_class(env_name)()
+        self.env_factory = env_factory or (lambda: plugins.load_env_class(env_name)())
+        self.env = env if env is not None else self.env_factory()
+        #: How many desktops ``run`` uses at once, each running one task at a time.
+        self.sessions = sessions
         self.record_dir = Path(record_dir) if record_dir else None
         self.record_video = record_video  # None: a video of each recorded episode if PyAV is installed
         self._next = 0
         self._templates = Path(tempfile.mkdtemp(prefix="hci-envs-tasks-"))
-        self._agent_thread: ThreadPoolExecutor | None = None
+        self._runner = _Runner(self, self.env)
+        self._extra: list[_Runner] = []  # the other sessions' runners, made on first use
 
     def next_task(self) -> TaskSpec | None:
         """The next task, in order; None after the last."""
@@ -129,14 +108,19 @@ class World:
         if task.home_files:
             # One folder per content, never rewritten: a spare desktop may be copying it in the background
             # while the next reset asks for it, and equal content keeps the start state (the spare's key) equal.
-            digest = hashlib.sha256(json.dumps(task.home_files, sort_keys=True).encode()).hexdigest()[:16]
+            files = {path: content if isinstance(content, str) else content.model_dump()
+                     for path, content in task.home_files.items()}
+            digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
             template = self._templates / f"{task.id}-{digest}"
             if not template.exists():
                 partial = Path(tempfile.mkdtemp(dir=self._templates, prefix=".partial-"))
                 for relative, content in task.home_files.items():
                     target = partial / relative
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_text(content, encoding="utf-8")
+                    if isinstance(content, str):
+                        target.write_text(content, encoding="utf-8")
+                    else:
+                        target.write_bytes(base64.b64decode(content.base64))
                 os.replace(partial, template)
             state["home_template"] = str(template)
         # {home} stays as it is: the desktop fills it in at launch with the home of the account that runs the
@@ -153,43 +137,101 @@ class World:
             app["command"] = filled(command) if isinstance(command, str) else [filled(part) for part in command]
         return state
 
-    def reset(self, task: TaskSpec) -> Observation:
-        obs = self.env.reset(episode_id=task.id, start_state=self.start_state(task))
+    def reset(self, task: TaskSpec, env: Any = None) -> Observation:
+        env = env if env is not None else self.env
+        obs = env.reset(episode_id=task.id, start_state=self.start_state(task))
         for item in task.setup:
-            self.env.perform(item)
-        return obs if not task.setup else self.env.observe()
+            env.perform(item)
+        return obs if not task.setup else env.observe()
 
-    def score(self, task: TaskSpec, settle: float = 0.3) -> Score:
-        """Score the world once it has settled (apps catch up with the last input before they draw)."""
-        if self.env.desktop is not None and settle:
-            self.env.desktop.events.wait_settled(quiet=settle, timeout=5.0)
-        return score(task.checker, self.env)
+    def score(self, task: TaskSpec, settle: float = 0.3, catch_up: float = 10.0, env: Any = None) -> Score:
+        """Score the world once it has caught up with the agent (``env.catch_up``: the calls in flight done, the
+        commands it typed into terminals finished, the screen settled for ``settle`` seconds), waiting at most
+        ``catch_up`` seconds for the terminals; what was still busy then is noted in the score's details."""
+        env = env if env is not None else self.env
+        busy = env.catch_up(timeout=catch_up, quiet=settle)
+        result = score(task.checker, env)
+        if busy:
+            result.details.append(f"scored after waiting {catch_up:g}s for the agent's side: {'; '.join(busy)}")
+        return result
 
     # -- the runner ------------------------------------------------------------------------------------
     def run(self, agent: Agent, *, tasks: Iterable[TaskSpec] | None = None, report_dir: str | Path | None = None,
-            progress: bool = True) -> RunReport:
-        """Every task in turn: reset, the agent until it is done or a limit is reached, the checker. A task
-        that fails (its reset, the agent, a step, the checker) is reported with its error and the run goes
-        on; the reports are written even when the run is interrupted."""
+            progress: bool = True, sessions: int | None = None) -> RunReport:
+        """Every task: reset, the agent until it is done or a limit is reached, the checker. With several
+        ``sessions``, that many desktops run tasks at once (each task on one; the agent is called from
+        several threads). A task that fails (its reset, the agent, a step, the checker) is reported with its
+        error and the run goes on; the reports, in task order, are written even when the run is interrupted."""
         chosen = list(tasks) if tasks is not None else self.tasks
         out = Path(report_dir) if report_dir else None
         if out:
             (out / "screens").mkdir(parents=True, exist_ok=True)
-        report = RunReport([])
+        count = max(1, min(sessions or self.sessions, len(chosen)))
+        while len(self._extra) < count - 1:
+            self._extra.append(_Runner(self, self.env_factory()))
+        runners = [self._runner, *self._extra[:count - 1]]
+        results: list[TaskResult | None] = [None] * len(chosen)
+        pending = list(enumerate(chosen))
+        lock = threading.Lock()
+        done = [0]
+
+        def work(runner: _Runner) -> None:
+            while True:
+                with lock:
+                    if not pending:
+                        return
+                    index, task = pending.pop(0)
+                result = runner.run_one(agent, task, out)
+                with lock:
+                    results[index] = result
+                    done[0] += 1
+                    if progress:
+                        mark = "ok " if result.success else ("ERR" if result.error else "-- ")
+                        print(f"[{done[0]:>3}/{len(chosen)}] {mark} {task.id:<32} score {result.score:.2f}  "
+                              f"{result.steps:>3} steps  {result.seconds:6.1f}s", file=sys.stderr, flush=True)
+
         try:
-            for n, task in enumerate(chosen, start=1):
-                result = self._run_one(agent, task, out)
-                report.results.append(result)
-                if progress:
-                    mark = "ok " if result.success else ("ERR" if result.error else "-- ")
-                    print(f"[{n:>3}/{len(chosen)}] {mark} {task.id:<28} score {result.score:.2f}  "
-                          f"{result.steps:>3} steps  {result.seconds:6.1f}s", file=sys.stderr, flush=True)
+            if count == 1:
+                work(runners[0])
+            else:
+                threads = [threading.Thread(target=work, args=(r,), name=f"hci-envs-world-{i}", daemon=True)
+                           for i, r in enumerate(runners)]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    while thread.is_alive():
+                        thread.join(0.5)  # in steps, so that Ctrl-C reaches this thread
         finally:
+            report = RunReport([r for r in results if r is not None])
             if out:
                 write_reports(report, out)
         return report
 
-    def _ask(self, agent: Agent, obs: Observation, context: AgentContext, seconds: float) -> Any:
+    def close(self) -> None:
+        for runner in [self._runner, *self._extra]:
+            runner.close()
+        for runner in self._extra:
+            runner.env.close()
+        if self._own_env:
+            self.env.close()
+        shutil.rmtree(self._templates, ignore_errors=True)
+
+    def __enter__(self) -> World:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Runner:
+    """One session of a run: its environment, and the thread its agent is asked in."""
+
+    def __init__(self, world: World, env: Any) -> None:
+        self.world = world
+        self.env = env
+        self._agent_thread: ThreadPoolExecutor | None = None
+
+    def ask(self, agent: Agent, obs: Observation, context: AgentContext, seconds: float) -> Any:
         """The agent's next actions, within the task's remaining time. An agent that overruns is stopped: the
         waits it has the environment doing are cut short, and :class:`AgentOverrun` is raised inside its thread
         (at its next Python instruction, so a loop or a sleep in steps ends). One stuck longer than
@@ -224,63 +266,74 @@ class World:
                 self._agent_thread = None
             raise TimeoutError("the agent did not answer within the task's time limit") from None
 
-    def _run_one(self, agent: Agent, task: TaskSpec, out: Path | None) -> TaskResult:
+    def run_one(self, agent: Agent, task: TaskSpec, out: Path | None) -> TaskResult:
+        world, env = self.world, self.env
         started = time.monotonic()
         steps = 0
         recorder = None
         error = None
         ready = False
         try:
-            obs = self.reset(task)
+            obs = world.reset(task, env)
             ready = True
-            if self.record_dir is not None:
-                video = {} if self.record_video is None else {"video": self.record_video}
+            if world.record_dir is not None:
+                video = {} if world.record_video is None else {"video": world.record_video}
                 recorder = plugins.load(plugins.RECORDERS, "episodes")(
-                    self.env, None, self.record_dir, source="agent", name=task.id, task=task.id, **video).start()
+                    env, None, world.record_dir, source="agent", name=task.id, task=task.id, **video).start()
             while steps < task.max_steps and not obs.done:
                 remaining = task.time_limit - (time.monotonic() - started)
                 if remaining <= 0:
                     break
-                action = self._ask(agent, obs, AgentContext(task, steps, self.env), remaining)
+                action = self.ask(agent, obs, AgentContext(task, steps, env), remaining)
                 if action is None:
                     break
-                obs = self.env.step(action)
+                obs = env.step(action)
                 steps += 1
         except Exception as exc:  # noqa: BLE001 - any failure of one task is that task's result, not the run's
             error = _describe(exc) if ready else f"the task did not start: {_describe(exc)}"
         finally:
             recorded = recorder.stop("task ended") if recorder is not None else {}
+        # What the agent last saw, before the checker (a browser check ends the browser): the final screen,
+        # and the tree, kept for a failed task.
+        screenshot = self._final_screen(task, out) if ready else None
+        tree = self._tree() if ready and out is not None else None
         if not ready:  # nothing was done in this task's world: there is nothing to score
             result_score = Score(0.0, False, [])
         else:
             try:
-                result_score = self.score(task)
+                result_score = world.score(task, env=env)
             except Exception as exc:  # noqa: BLE001
                 result_score, error = Score(0.0, False, []), error or f"scoring failed: {_describe(exc)}"
-        screenshot = None
-        if out is not None and self.env.desktop is not None:
-            try:
-                image = self.env.desktop.screen.capture(fmt="png", max_side=960)
-                screenshot = f"screens/{task.id}.png"
-                (out / screenshot).write_bytes(image.data)
-            except HciEnvsError:
-                screenshot = None
         return TaskResult(task.id, result_score.value, result_score.passed, steps,
                           round(time.monotonic() - started, 3), result_score.details, error, screenshot,
-                          str(recorder.path) if recorder is not None else None, recorded.get("video"))
+                          str(recorder.path) if recorder is not None else None, recorded.get("video"),
+                          task.app, task.template, None if result_score.passed else tree)
+
+    def _final_screen(self, task: TaskSpec, out: Path | None) -> str | None:
+        if out is None or self.env.desktop is None:
+            return None
+        try:
+            image = self.env.desktop.screen.capture(fmt="png", max_side=960)
+        except HciEnvsError:
+            return None
+        name = f"screens/{task.id}.png"
+        (out / name).write_bytes(image.data)
+        return name
+
+    def _tree(self) -> str | None:
+        from ..desktop.a11y import Query
+
+        executor = getattr(self.env, "executor", None)
+        if executor is None:
+            return None
+        try:
+            return executor.read_tree(Query(max_nodes=400)).outline(limit=400)
+        except HciEnvsError as exc:
+            return f"(no tree: {exc.message})"
 
     def close(self) -> None:
         if self._agent_thread is not None:
             self._agent_thread.shutdown(wait=False)
-        if self._own_env:
-            self.env.close()
-        shutil.rmtree(self._templates, ignore_errors=True)
-
-    def __enter__(self) -> World:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class AgentOverrun(BaseException):
@@ -325,65 +378,3 @@ def warn_if_readable_by_agents(path: Path) -> bool:
 
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc.message if isinstance(exc, HciEnvsError) else exc}"
-
-
-def write_reports(report: RunReport, out: Path) -> None:
-    """report.json, report.md and report.html (each with the final screenshot of every task)."""
-    data = report.to_dict()
-    (out / "report.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
-    summary = data["summary"]
-    lines = ["# Task run", "", f"{summary['tasks']} tasks, success rate {summary['success_rate']:.0%}, "
-             f"mean score {summary['mean_score']:.2f}, {summary['mean_steps']} steps and "
-             f"{summary['mean_seconds']:.1f}s per task on average.", "",
-             "| task | score | steps | seconds | details |", "|---|---|---|---|---|"]
-    for r in report.results:
-        details = "; ".join(r.details) + (f" ERROR {r.error}" if r.error else "")
-        lines.append(f"| {r.task} | {r.score:.2f} | {r.steps} | {r.seconds:.1f} | {details.replace('|', '/')} |")
-    lines.append("")
-    for r in report.results:
-        if r.screenshot or r.video:
-            lines += [f"## {r.task}", ""]
-        if r.screenshot:
-            lines += [f"![final screen of {r.task}]({r.screenshot})", ""]
-        if r.video:
-            lines += [f"[video of the episode]({_link(r.video, out)})", ""]
-    (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
-    rows = []
-    for r in report.results:
-        image = ""
-        if r.screenshot and (out / r.screenshot).exists():
-            encoded = base64.b64encode((out / r.screenshot).read_bytes()).decode()
-            image = f'<img alt="final screen of {r.task}" width="480" src="data:image/png;base64,{encoded}">'
-        if r.video:
-            src = _escape(_link(r.video, out)).replace('"', "&quot;")
-            image += (f'<br><video controls preload="metadata" width="480" src="{src}"></video>'
-                      f'<br><a href="{src}">video of the episode</a>')
-        status = "pass" if r.success else "fail"
-        rows.append(f'<tr class="{status}"><td>{r.task}</td><td>{r.score:.2f}</td><td>{r.steps}</td>'
-                    f"<td>{r.seconds:.1f}</td><td>{_escape('; '.join(r.details) + (r.error or ''))}</td>"
-                    f"<td>{image}</td></tr>")
-    html = (
-        "<!doctype html><meta charset='utf-8'><title>Task run</title>"
-        "<style>body{font-family:sans-serif}td{vertical-align:top;padding:4px}.pass td:nth-child(2){color:green}"
-        ".fail td:nth-child(2){color:#b00}</style>"
-        f"<h1>Task run</h1><p>{summary['tasks']} tasks, success rate {summary['success_rate']:.0%}, mean score "
-        f"{summary['mean_score']:.2f}</p><table><tr><th>task</th><th>score</th><th>steps</th><th>seconds</th>"
-        f"<th>details</th><th>final screen and video</th></tr>{''.join(rows)}</table>"
-    )
-    (out / "report.html").write_text(html, encoding="utf-8")
-
-
-def _link(path: str, out: Path) -> str:
-    """``path`` as a link from the reports in ``out``: relative, so the folders can be moved together."""
-    import os
-    from urllib.parse import quote
-
-    try:
-        relative = os.path.relpath(Path(path).resolve(), out.resolve())
-    except ValueError:  # another drive
-        relative = str(Path(path).resolve())
-    return quote(relative)
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -23,6 +23,7 @@ from typing import Literal, Protocol
 from .control import HumanControl
 from .rfb import (
     INPUT_TYPES,
+    KEY_EVENT,
     POINTER_EVENT,
     PROTOCOL_38,
     SECURITY_NONE,
@@ -147,6 +148,16 @@ class Viewer:
     connected: float = field(default_factory=time.time)
     input_messages: int = 0
     dropped_messages: int = 0
+    #: What this viewer has down now, from its own messages: the button numbers and the keysyms.
+    buttons_down: frozenset[int] = frozenset()
+    keys_down: set[int] = field(default_factory=set)
+
+    def saw(self, message: ClientMessage) -> None:
+        """Keep track of what the viewer holds, from an input message it sent on to the desktop."""
+        if message.type == POINTER_EVENT:
+            self.buttons_down = frozenset(n for n in range(1, 9) if message.mask & (1 << (n - 1)))
+        elif message.type == KEY_EVENT:
+            (self.keys_down.add if message.down else self.keys_down.discard)(message.keysym)
 
     def to_dict(self) -> dict[str, object]:
         return {"id": self.id, "role": self.role, "transport": self.transport, "connected": self.connected,
@@ -162,7 +173,7 @@ class VncSession:
 
     def __init__(self, socket_path: Callable[[], Awaitable[Path]], *, takeover_timeout: float = 30.0,
                  on_human_input: Callable[[], None] | None = None,
-                 release_input: Callable[[], None] | None = None) -> None:
+                 release_input: Callable[..., None] | None = None) -> None:
         self._socket_path = socket_path
         self.view_password = new_password()
         self.control_password = new_password()
@@ -207,9 +218,15 @@ class VncSession:
                 self._release()
         return reason
 
-    def _release(self) -> None:
+    def _release(self, leaving: Viewer | None = None) -> None:
+        """Release what is held; for a ``leaving`` viewer, once what it held has reached X (see
+        Input.release_stray)."""
         try:
-            self.release_input()
+            if leaving is not None and (leaving.buttons_down or leaving.keys_down):
+                self.release_input(expect_buttons=frozenset(b for b in leaving.buttons_down if b <= 5),
+                                   expect_keys=len(leaving.keys_down))
+            else:
+                self.release_input()
         except Exception:  # the desktop may be closing; a stuck key is not worth failing the caller for
             log.warning("could not release the keys and buttons left held", exc_info=True)
 
@@ -282,8 +299,8 @@ class VncSession:
             self.control.viewer_left(viewer.id)
             if self._input_from == viewer.id:
                 async with self._changing_hands:
-                    await upstream.drain_to_close()  # x11vnc has injected all the viewer sent: then release
-                    await asyncio.to_thread(self._release)
+                    await upstream.drain_to_close()  # x11vnc has read all the viewer sent: then release
+                    await asyncio.to_thread(self._release, viewer)
                     if self._input_from == viewer.id:
                         self._input_from = None
             await upstream.close()
@@ -311,6 +328,7 @@ class VncSession:
                                 await asyncio.to_thread(self._release)
                     self._input_from = viewer.id
                     self._human_input_since_agent = True
+                    viewer.saw(message)
                     self.on_human_input()
                     for tap in list(self.taps):
                         try:

@@ -1,0 +1,105 @@
+"""The real-application suite: every template solvable by its oracle (1.0) and worth nothing untouched (0.0),
+on the real apps, several desktops at once; the suite's breadth; its reports; its tasks over the wire."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from conftest import need_programs
+
+from hci_envs.tasks import NoopAgent, OracleAgent, World
+from hci_envs.tasks.suite import suite, templates
+
+#: Desktops the suite runs on at once (each task on one); CI machines have two cores.
+SESSIONS = int(os.environ.get("HCI_ENVS_SUITE_SESSIONS", "3"))
+PROGRAMS = {"editor": "mousepad", "writer": "soffice", "calc": "soffice", "browser": "chromium",
+            "files": "pcmanfm", "calculator": "galculator", "terminal": "xterm"}
+
+
+def test_the_suite_is_broad_and_every_seed_draws_a_distinct_task():
+    every = templates()
+    assert len(every) >= 60, len(every)
+    apps = {t.app for t in every.values()}
+    assert len(apps) >= 6, apps
+    assert any(len(t.apps) > 1 for t in every.values()), "no multi-app template"
+    assert sum(t.long for t in every.values()) >= 3, "fewer than three long templates"
+    tasks = suite(seeds=range(5))
+    drawn = {json.dumps([t.instruction, t.checker.model_dump(), {k: str(v) for k, v in t.home_files.items()}],
+                        sort_keys=True) for t in tasks}
+    assert len(drawn) >= 300, len(drawn)
+    assert [t.id for t in suite(seeds=[3])] == [f"{name}.3" for name in every]
+    again = {t.id: t for t in suite(seeds=[3])}
+    assert all(again[t.id] == t for t in suite(seeds=[3])), "a template and seed must give the same task"
+
+
+def test_a_template_task_is_named_by_any_seed_and_solved_by_the_oracle_agent():
+    from hci_envs.tasks.suite import oracle_script, template_task
+
+    task = template_task("editor-sort-lines.123456")
+    assert task is not None and task.template == "editor-sort-lines" and task.seed == 123456
+    assert callable(oracle_script(task))
+    assert template_task("no-such-template.1") is None and template_task("editor-sort-lines.x") is None
+
+
+@pytest.fixture(scope="module")
+def world(x11):
+    for program in sorted(set(PROGRAMS.values())):
+        need_programs(program)
+    with World(suite(seeds=[0]), sessions=SESSIONS) as world:
+        yield world
+
+
+def test_every_template_scores_zero_untouched_and_one_with_its_oracle(world, tmp_path):
+    nothing = world.run(NoopAgent(), report_dir=tmp_path / "noop", progress=False)
+    scored = [(r.task, r.score, r.details) for r in nothing.results if r.score != 0.0 or r.error]
+    assert not scored, scored
+    solved = world.run(OracleAgent(), report_dir=tmp_path / "oracle", progress=False)
+    failed = [(r.task, r.score, r.error, r.details) for r in solved.results if r.score != 1.0 or not r.success]
+    assert not failed, failed
+    report = json.loads((tmp_path / "oracle" / "report.json").read_text())
+    assert set(report["by_app"]) == {t.app for t in templates().values()}
+    assert all(s["success_rate"] == 1.0 for s in report["by_template"].values())
+    # the do-nothing run's report keeps, for each failed task, the tree of its last observation
+    failed_report = json.loads((tmp_path / "noop" / "report.json").read_text())
+    trees = [r["tree"] for r in failed_report["results"] if r["app"] in ("writer", "browser", "editor")]
+    assert trees and all(t and t.startswith("accessibility tree:") for t in trees)
+    assert "accessibility tree" in (tmp_path / "noop" / "report.html").read_text()
+
+
+def test_a_suite_task_over_the_wire_scores_on_the_server(x11):
+    need_programs("mousepad")
+    from helpers import ServerProcess
+
+    from hci_envs import HciEnvClient
+
+    with ServerProcess("--tasks", "apps", "--no-vnc") as server, HciEnvClient(server.base_url) as env:
+        obs = env.reset(task="editor-append-line.77")
+        assert "notes.txt" in obs.observation.text
+        assert env.score()["score"] == 0.0
+        task = suite(seeds=[77], ids=("editor-append-line",))[0]
+        wanted = task.checker.equals
+        env.step({"type": "key", "keys": "ctrl+End"})
+        env.step({"type": "type_text", "text": wanted.rsplit("\n", 2)[-2] + "\n", "mode": "keys"})
+        env.step({"type": "key", "keys": "ctrl+s"})
+        env.step({"type": "wait", "ms": 800})
+        result = env.score()
+        assert result["score"] == 1.0 and result["success"], result
+
+
+def test_reports_group_by_app_and_template(tmp_path: Path):
+    from hci_envs.tasks import RunReport, TaskResult, write_reports
+
+    results = [TaskResult("a.0", 1.0, True, 3, 1.0, app="calc", template="a"),
+               TaskResult("a.1", 0.5, False, 9, 2.0, app="calc", template="a", tree="accessibility tree: 2 elements"),
+               TaskResult("b.0", 0.0, False, 1, 3.0, app="browser", template="b")]
+    write_reports(RunReport(results), tmp_path)
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert data["by_app"]["calc"] == {"tasks": 2, "success_rate": 0.5, "mean_score": 0.75, "mean_steps": 6.0,
+                                      "mean_seconds": 1.5, "errors": 0}
+    assert data["by_template"]["b"]["success_rate"] == 0.0
+    markdown = (tmp_path / "report.md").read_text()
+    assert "## Per app" in markdown and "| calc | 2 | 50% | 0.75 |" in markdown
+    assert "accessibility tree: 2 elements" in markdown
