@@ -275,14 +275,23 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command, rest = args[0], args[1:]
     if command == "install":
-        accounts = AGENT_ACCOUNTS
-        if "--agent-accounts" in rest:
-            try:
-                accounts = int(rest[rest.index("--agent-accounts") + 1])
-            except (IndexError, ValueError):
-                print("--agent-accounts needs a number", file=sys.stderr)
+        if "-h" in rest or "--help" in rest:
+            print(__doc__)
+            return 0
+        accounts, test, options = AGENT_ACCOUNTS, False, iter(rest)
+        for option in options:  # checked before anything is installed: a typo must not install the wrong set
+            if option == "--test":
+                test = True
+            elif option == "--agent-accounts":
+                try:
+                    accounts = int(next(options))
+                except (StopIteration, ValueError):
+                    print("--agent-accounts needs a number", file=sys.stderr)
+                    return 2
+            else:
+                print(f"unknown install option {option!r}\n{__doc__}", file=sys.stderr)
                 return 2
-        install(test="--test" in rest, agent_accounts=accounts)
+        install(test=test, agent_accounts=accounts)
         return 0
     if command == "up":
         python = install(test=False)

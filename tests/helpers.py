@@ -190,6 +190,55 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def _freezer() -> tuple[Path, bool]:
+    """The cgroup hierarchy that can freeze processes, and whether it is cgroup v1's freezer."""
+    if Path("/sys/fs/cgroup/freezer").is_dir():
+        return Path("/sys/fs/cgroup/freezer"), True
+    for mount in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified")):
+        if (mount / "cgroup.subtree_control").exists():
+            return mount, False
+    raise RuntimeError("no cgroup freezer is mounted under /sys/fs/cgroup (v1 freezer or v2)")
+
+
+@contextlib.contextmanager
+def frozen(tree_root: int) -> Iterator[list[int]]:
+    """Freeze a process and all its descendants as a machine that hangs would: in a cgroup freezer (v1, or
+    v2's cgroup.freeze), where no signal can wake them. SIGSTOP is not enough: when a process exits and leaves
+    a process group of stopped processes orphaned, the kernel sends that group SIGHUP and SIGCONT. Thawed, and
+    the cgroup removed, on exit. Yields the frozen pids."""
+    mount, v1 = _freezer()
+    group = mount / f"hci-envs-test-frozen-{os.getpid()}-{tree_root}"
+    group.mkdir()
+    pids = [tree_root, *descendants(tree_root)]
+    try:
+        for pid in pids:
+            try:
+                (group / "cgroup.procs").write_text(str(pid))
+            except ProcessLookupError:
+                pass
+        if v1:
+            (group / "freezer.state").write_text("FROZEN")
+            done = lambda: (group / "freezer.state").read_text().strip() == "FROZEN"  # noqa: E731
+        else:
+            (group / "cgroup.freeze").write_text("1")
+            done = lambda: "frozen 1" in (group / "cgroup.events").read_text()  # noqa: E731
+        assert wait_until(done, timeout=30), f"{group} did not freeze"
+        yield pids
+    finally:
+        if v1:
+            (group / "freezer.state").write_text("THAWED")
+        elif (group / "cgroup.freeze").exists():
+            (group / "cgroup.freeze").write_text("0")
+        for _ in range(50):  # back to the parent cgroup, so that the group can go
+            for pid in (group / "cgroup.procs").read_text().split():
+                with contextlib.suppress(ProcessLookupError):
+                    (mount / "cgroup.procs").write_text(pid)
+            with contextlib.suppress(OSError):
+                group.rmdir()
+                break
+            time.sleep(0.1)
+
+
 def processes_named(*names: str) -> dict[int, str]:
     """PIDs whose command line mentions one of ``names`` (used to look for leftovers)."""
     found = {}

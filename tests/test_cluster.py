@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import need
-from helpers import PROBE, McpClient, agent_writable_dir, descendants, processes_named, wait_until
+from helpers import PROBE, McpClient, agent_writable_dir, descendants, frozen, processes_named, wait_until
 
 from hci_envs import AsyncHciEnvClient, HciEnvClient
 from hci_envs.checks import process_alive
@@ -302,39 +302,60 @@ def test_a_node_removed_mid_episode_ends_its_claims_and_the_pool_refills_elsewhe
 
 
 def test_a_frozen_node_cannot_hang_a_step(cluster, probe_app):
-    """A node that stops answering (every process of it stopped, its sockets open) is declared dead by Ray's
+    """A node that stops answering (every process of it frozen, its sockets open) is declared dead by Ray's
     health checks; the pool then cuts the claim's connection, so the step blocked on it raises."""
-    pool = pool_of(probe_app)
-    frozen: list[int] = []
+    pool = pool_of(probe_app, step_timeout=60.0)
+    victim = None
     try:
         processes = desktop_processes(probe_app)
         env = pool.claim()
         env.reset()
         victim = next(n for n in cluster.worker_nodes if n.node_id == env.node_id)
         (survivor,) = desktop_node_ids(cluster) - {victim.node_id}
-        raylet = victim.all_processes["raylet"][0].process.pid
-        frozen = [raylet, *descendants(raylet)]
-        assert any(pid in frozen for pid, _ in processes), "desktops' processes are among the frozen"
-        for pid in frozen:
-            os.kill(pid, signal.SIGSTOP)
-        with pytest.raises(DesktopLostError) as lost:
-            env.step({"type": "wait", "ms": 20})  # blocks on a server that never answers, until Ray tells
-        assert "actor died" in lost.value.details["reason"], lost.value
-        assert wait_until(lambda: restored_on(pool, survivor), timeout=120), pool.status()
-        a = pool.claim()
-        assert a.node_id == survivor and button_is_green(a.step(click_the_button()))
-        processes |= desktop_processes(probe_app)
+        with frozen(victim.all_processes["raylet"][0].process.pid) as pids:
+            assert env._desktop.actor_pid in pids and any(pid in pids for pid, _ in processes)
+            started_at = time.monotonic()
+            with pytest.raises(DesktopLostError) as lost:
+                env.step({"type": "wait", "ms": 20})  # blocks on a server that never answers, until Ray tells
+            took = time.monotonic() - started_at
+            # Ray's verdict, not the step's own timeout and the pool's /health check (the next test's fallback)
+            assert "actor died" in lost.value.details["reason"], (f"after {took:.0f}s", lost.value, ray.nodes())
+            assert wait_until(lambda: restored_on(pool, survivor), timeout=120), pool.status()
+            a = pool.claim()
+            assert a.node_id == survivor and button_is_green(a.step(click_the_button()))
+            processes |= desktop_processes(probe_app)
     finally:
-        for pid in frozen:
-            try:
-                os.kill(pid, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
         pool.close()
-        if frozen:
+        if victim is not None:
             cluster.remove_node(victim, allow_graceful=False)
             add_desktop_node(cluster)
             cluster.wait_for_nodes()
+    assert_all_gone(processes)
+
+
+def test_a_server_that_hangs_while_its_node_lives_is_lost_at_the_step_timeout(cluster, probe_app):
+    """Ray sees nothing wrong (node and actor answer) but the desktop's server is frozen: the step's timeout
+    makes the pool ask the server's /health, and a silent server is a lost desktop, replaced, never lent again."""
+    pool = pool_of(probe_app, step_timeout=5.0, probe_timeout=3.0)
+    try:
+        processes = desktop_processes(probe_app)
+        env = pool.claim()
+        env.reset()
+        (server,) = (pid for pid in descendants(env._desktop.actor_pid)
+                     if "hci_envs.cli" in Path(f"/proc/{pid}/cmdline").read_text())
+        with frozen(server):
+            with pytest.raises(DesktopLostError, match="did not answer /health") as lost:
+                env.step({"type": "wait", "ms": 20})
+            assert lost.value.details["node_id"] == env.node_id
+            with pytest.raises(DesktopLostError):
+                env.state()
+            assert wait_until(lambda: sum(pool.status()[k] for k in ("ready", "claimed")) == 3, timeout=120), \
+                pool.status()
+            fresh = [pool.claim(), pool.claim()]
+            assert all(e._desktop is not env._desktop and button_is_green(e.step(click_the_button())) for e in fresh)
+            processes |= desktop_processes(probe_app)
+    finally:
+        pool.close()
     assert_all_gone(processes)
 
 

@@ -8,8 +8,9 @@ desktop the pool warmed up is the one the trainer drives. It adds:
 * an end: once released (``close()``, ``pool.release(env)``), lost with its node, or its pool closed, every call
   raises the typed error of that end at once, without touching the network;
 * a judgement on broken connections: a connection that breaks or stays silent past the timeout is put to the
-  pool, which asks the desktop's actor (within ``probe_timeout``); a desktop that is gone raises
-  :class:`~hci_envs.errors.DesktopLostError`, one that still answers leaves the TransportError as it was.
+  pool, which asks the desktop's actor and then its server (each within ``probe_timeout``); a desktop that is
+  gone or whose server is silent raises :class:`~hci_envs.errors.DesktopLostError`, one that still answers
+  leaves the TransportError as it was.
 """
 
 from __future__ import annotations

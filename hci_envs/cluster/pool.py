@@ -351,26 +351,41 @@ class DesktopPool:
 
     # -- judging a broken claim ---------------------------------------------------------------------------
     def _judge(self, desktop: Desktop, exc: HciEnvsError) -> HciEnvsError:
-        """What a claim's broken connection means: the desktop's loss (DesktopLostError) if its actor is gone
-        or its server stopped, else ``exc`` as it was. Takes at most about ``probe_timeout``."""
+        """What a claim's broken connection means: the desktop's loss (DesktopLostError) if its actor is gone,
+        its server stopped or its server no longer answers, else ``exc`` as it was. Takes at most about twice
+        ``probe_timeout``."""
         if desktop.status == GONE or self._closed or not self._thread.is_alive():
             return self._gone_error(desktop)
-        probe = asyncio.run_coroutine_threadsafe(self._probe(desktop), self._loop)
+        check = asyncio.run_coroutine_threadsafe(self._check_serving(desktop), self._loop)
         try:
-            probe.result(self.probe_timeout + 5)
-        except Exception:  # noqa: BLE001 - the probe itself did not run: that desktop cannot be vouched for
+            check.result(2 * self.probe_timeout + 5)
+        except Exception:  # noqa: BLE001 - the check itself did not run: that desktop cannot be vouched for
             self._lose(desktop, "the pool could not probe it")
         return self._gone_error(desktop) if desktop.status == GONE else exc
 
     async def _judge_async(self, desktop: Desktop, exc: HciEnvsError) -> HciEnvsError:
         if desktop.status == GONE or self._closed or not self._thread.is_alive():
             return self._gone_error(desktop)
-        probe = asyncio.run_coroutine_threadsafe(self._probe(desktop), self._loop)
+        check = asyncio.run_coroutine_threadsafe(self._check_serving(desktop), self._loop)
         try:
-            await asyncio.wait_for(asyncio.wrap_future(probe), self.probe_timeout + 5)
-        except Exception:  # noqa: BLE001 - the probe itself did not run: that desktop cannot be vouched for
+            await asyncio.wait_for(asyncio.wrap_future(check), 2 * self.probe_timeout + 5)
+        except Exception:  # noqa: BLE001 - the check itself did not run: that desktop cannot be vouched for
             self._lose(desktop, "the pool could not probe it")
         return self._gone_error(desktop) if desktop.status == GONE else exc
+
+    async def _check_serving(self, desktop: Desktop) -> None:
+        """Lose a claimed desktop whose actor is gone or whose server does not answer ``/health`` within
+        ``probe_timeout``. Ray's node health checks usually tell first; this does not depend on them: a
+        server that is stopped while its actor still answers would otherwise stay claimed, and be lent again."""
+        if not await self._probe(desktop):
+            return
+        try:
+            response = await self._client().get(f"{desktop.base_url}/health", timeout=self.probe_timeout)
+            answered = response.status_code == 200
+        except httpx.HTTPError:
+            answered = False
+        if not answered:
+            self._lose(desktop, f"its server did not answer /health within {self.probe_timeout:g}s")
 
     def _gone_error(self, desktop: Desktop) -> HciEnvsError:
         if self._closed:
@@ -390,6 +405,12 @@ class DesktopPool:
             self._loop.call_soon_threadsafe(start)
         except RuntimeError:  # the loop has stopped: the pool is closed
             work.close()
+
+    def _client(self) -> httpx.AsyncClient:
+        """The pool's HTTP client to the desktops' control planes (made on the pool's loop, used only there)."""
+        if self._http is None:
+            self._http = httpx.AsyncClient(trust_env=False)
+        return self._http
 
     def _await(self, ref: Any) -> asyncio.Future[Any]:
         """A Ray ObjectRef as an asyncio future of the pool's loop."""
@@ -429,10 +450,8 @@ class DesktopPool:
             if desktop.status == GONE:
                 return
             desktop.status = RESETTING
-        if self._http is None:
-            self._http = httpx.AsyncClient(trust_env=False)
         try:
-            response = await self._http.post(
+            response = await self._client().post(
                 f"{desktop.base_url}/reset", json={}, timeout=self.desktop_timeout,
                 headers={"Authorization": f"Bearer {desktop.control_token}"})
             failure = None if response.status_code == 200 else f"HTTP {response.status_code}: {response.text[:300]}"
