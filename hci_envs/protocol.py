@@ -29,9 +29,11 @@ class AppState(BaseModel):
     wait_for_window: bool = True
     timeout: float = Field(15.0, gt=0, le=300)
     required: bool = Field(True, description="If the app exits, the episode ends (truncated).")
-    ready: Literal["drawn", "mapped"] = Field(
+    ready: Literal["drawn", "mapped", "accessible"] = Field(
         "drawn", description="When the app counts as up: 'drawn' once its window shows more than one colour (a "
-        "browser maps an empty window long before it paints), 'mapped' as soon as the window is mapped.")
+        "browser maps an empty window long before it paints), 'mapped' as soon as the window is mapped, "
+        "'accessible' once drawn and its accessibility tree lists interactive elements that held still (an "
+        "app that fills its tree in after it paints, as LibreOffice does).")
     ready_command: list[str] | str | None = Field(
         None, description="A command run as the agent until it exits 0 (within timeout): the app's own "
         "readiness probe, checked after its window.")

@@ -30,7 +30,7 @@ from ..accounts import AGENT_PATH, AgentAccount
 from ..errors import ConfigError, DesktopDiedError, DisplayStartError, MissingDependencyError
 from ..protocol import AppState, StartState
 from . import quiescence, xauth
-from .a11y import Accessibility
+from .a11y import Accessibility, Query
 from .a11ybus import AccessibilityBus, available as accessibility_available
 from .events import DesktopEvents
 from .processes import ProcessSupervisor
@@ -44,6 +44,11 @@ log = logging.getLogger(__name__)
 SETTLE_QUIET = 0.05
 #: The longest a reset waits for an app's window to show more than one flat colour (see AppState.ready).
 DRAWN_TIMEOUT = 5.0
+#: An app that asks for "accessible" is up once its tree lists interactive elements and the count held for
+#: ACCESSIBLE_STILL seconds (LibreOffice fills its menus in a moment after its window is drawn); waited for at
+#: most ACCESSIBLE_TIMEOUT, then the app counts as up all the same (its tree says what it has).
+ACCESSIBLE_STILL = 0.3
+ACCESSIBLE_TIMEOUT = 20.0
 
 #: Debian packages that provide the programs a desktop needs, for the error that names them.
 APT_PACKAGES = {"Xvfb": "xvfb", "openbox": "openbox", "x11vnc": "x11vnc", "xterm": "xterm"}
@@ -429,7 +434,7 @@ class Desktop:
         an app asks for "drawn", then each app's own readiness probe. A window that stays flat is waited for
         at most DRAWN_TIMEOUT (an app may legitimately show a blank canvas); a probe that never passes is a
         start error, as a window that never shows is."""
-        if any(app.wait_for_window and app.ready == "drawn" for app in apps):
+        if any(app.wait_for_window and app.ready in ("drawn", "accessible") for app in apps):
             deadline = time.monotonic() + min(DRAWN_TIMEOUT, max(a.timeout for a in apps))
             while self._windows_not_drawn():
                 if time.monotonic() > deadline:
@@ -437,8 +442,27 @@ class Desktop:
                     break
                 self.events.wait_for_damage(self.events.damage_generation(), 0.05)
         for app in apps:
+            if app.ready == "accessible":
+                self._wait_accessible(app)
             if app.ready_command is not None:
                 self._probe(app)
+
+    def _wait_accessible(self, app: AppState) -> None:
+        """Wait until the app's accessibility tree lists interactive elements and their number held still
+        (see ACCESSIBLE_STILL): an agent's first tree should not be half of one. Without an accessibility bus
+        there is nothing to wait for."""
+        if self.accessibility is None:
+            return
+        query = Query(app=app.label, interactive_only=True)
+        deadline = time.monotonic() + min(app.timeout, ACCESSIBLE_TIMEOUT)
+        last = -1
+        while time.monotonic() < deadline:
+            count = len(self.accessibility.tree(query, remember=False).nodes)
+            if count and count == last:
+                return
+            last = count
+            time.sleep(ACCESSIBLE_STILL)
+        log.info("app %r: its accessibility tree did not hold still within %.0fs", app.label, ACCESSIBLE_TIMEOUT)
 
     def _windows_not_drawn(self) -> bool:
         """Whether no window is listed yet (a window manager lists a new one a moment after it maps), or one
@@ -522,6 +546,12 @@ class Desktop:
                        cancelled: Callable[[], bool] = lambda: False) -> list[str]:
         """Wait until the agent's terminals have caught up with its input (see :mod:`.quiescence`); returns
         what was still busy when ``timeout`` ran out, or [] once caught up."""
+        # Until the X server has handed the last keys to the app, the terminals look idle: on a loaded machine
+        # the Return of a command could still sit in its queue. Two round trips on the connection that sent
+        # them: the first is answered once the keys are queued as events, the second once they went out.
+        for _ in range(2):
+            with self.input.lock:
+                self.input.sync()
         return quiescence.wait_caught_up(self.agent_processes, since, timeout, cancelled=cancelled)
 
     def quick_failure(self) -> str | None:

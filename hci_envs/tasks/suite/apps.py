@@ -120,7 +120,7 @@ def _office(kind: str, path: str | None) -> dict[str, Any]:
         "command": ["soffice", f"--{kind}", "--norestore", "--nologo", "--nolockcheck",
                     f"-env:UserInstallation=file://{{home}}/{LIBREOFFICE_PROFILE}",
                     *([f"{{home}}/{path}"] if path else [])],
-        "name": kind, "timeout": 120,
+        "name": kind, "timeout": 120, "ready": "accessible",  # its menus join the tree after it paints
         # the GTK front end (LibreOffice's own X11 one exposes no accessibility tree)
         "env": {"SAL_USE_VCLPLUGIN": "gtk3"},
     }

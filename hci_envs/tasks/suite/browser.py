@@ -82,10 +82,15 @@ def go(url: str) -> list[Any]:
 
 def fill(ctx: Any, fields: list[str]) -> Iterator[Any]:
     """Type into the page's text fields in order (found in the accessibility tree), then press Return."""
-    from .common import click, find
+    from .common import click
 
-    yield from find(ctx, "entry", app="browser")
-    entries = [n for n in tree_nodes(ctx) if n["role"] == "entry" and n["name"] != "Address and search bar"]
+    def page_entries() -> list[dict[str, Any]]:
+        # the page's own fields, drawn: the address bar is an entry too, there before the page has loaded
+        found = [n for n in tree_nodes(ctx) if n["role"] == "entry" and n["name"] != "Address and search bar"
+                 and n.get("box") and n["box"][2] > 0 and n["box"][3] > 0]
+        return found if len(found) >= len(fields) else []
+
+    entries = yield from until(page_entries, f"the page's {len(fields)} text fields", timeout=20.0)
     for node, text in zip(entries, fields):
         x, y, w, h = node["box"]
         yield click(x + w // 2, y + h // 2)
