@@ -457,7 +457,11 @@ class Desktop:
         deadline = time.monotonic() + min(app.timeout, ACCESSIBLE_TIMEOUT)
         last = -1
         while time.monotonic() < deadline:
-            count = len(self.accessibility.tree(query, remember=False).nodes)
+            try:
+                count = len(self.accessibility.tree(query, remember=False).nodes)
+            except Exception as exc:  # noqa: BLE001 - the tree is the agent's aid: its failure must not stop the app
+                log.info("app %r: its accessibility tree could not be read (%s)", app.label, exc)
+                return
             if count and count == last:
                 return
             last = count
@@ -546,12 +550,12 @@ class Desktop:
                        cancelled: Callable[[], bool] = lambda: False) -> list[str]:
         """Wait until the agent's terminals have caught up with its input (see :mod:`.quiescence`); returns
         what was still busy when ``timeout`` ran out, or [] once caught up."""
-        # Until the X server has handed the last keys to the app, the terminals look idle: on a loaded machine
-        # the Return of a command could still sit in its queue. Two round trips on the connection that sent
-        # them: the first is answered once the keys are queued as events, the second once they went out.
-        for _ in range(2):
-            with self.input.lock:
-                self.input.sync()
+        # until the X server has handed the last keys to the app, the terminals look idle: on a loaded machine
+        # the Return of a command could still sit in its queue
+        try:
+            self.input.delivered()
+        except DesktopDiedError:
+            pass  # nothing is in flight on a display that is gone; the checker reads what is left
         return quiescence.wait_caught_up(self.agent_processes, since, timeout, cancelled=cancelled)
 
     def quick_failure(self) -> str | None:

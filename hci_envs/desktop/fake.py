@@ -184,6 +184,9 @@ class FakeInput:
         self._desktop._check()
         return self.x, self.y
 
+    def delivered(self) -> None:
+        """The fake's input takes effect when it is sent: nothing is ever in flight."""
+
     def move(self, x: int, y: int) -> None:
         self._event("move", x, y)
         self.x, self.y = x, y

@@ -93,6 +93,13 @@ class Input:
     def sync(self) -> None:
         self._guard(self._d.sync)
 
+    def delivered(self) -> None:
+        """Return once the X server has handed every event sent so far to its clients: two round trips, the
+        first answered once it has queued them as events, the second once those went out with a reply."""
+        with self.lock:
+            self.sync()
+            self.sync()
+
     def _fake(self, event_type: int, detail: int = 0, x: int = 0, y: int = 0) -> None:
         if event_type == X.MotionNotify:
             xtest.fake_input(self._d, X.MotionNotify, x=x, y=y, root=self._root)
