@@ -212,10 +212,8 @@ def frozen(tree_root: int) -> Iterator[list[int]]:
     pids = [tree_root, *descendants(tree_root)]
     try:
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):  # ended since it was listed
                 (group / "cgroup.procs").write_text(str(pid))
-            except ProcessLookupError:
-                pass
         if v1:
             (group / "freezer.state").write_text("FROZEN")
             done = lambda: (group / "freezer.state").read_text().strip() == "FROZEN"  # noqa: E731

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
 import pytest
 from helpers import McpClient, image_of, text_of, wait_until
 
@@ -245,21 +250,24 @@ TEXTAREA = ("data:text/html;charset=utf-8,<title>empty</title><textarea autofocu
             "</textarea>")
 
 
-@pytest.mark.parametrize("app", ["xterm", "mousepad", "chromium"])
-def test_paste_arrives_in_a_terminal_a_gtk_editor_and_a_browser(x11, app):
-    """'paste' (and 'auto' for text the keyboard cannot hold) reaches xterm, a GTK app and chromium (the Tk
-    app is covered above): shift+Insert, with the text offered on CLIPBOARD and PRIMARY."""
+#: The apps the text tests type into: a terminal that writes what it reads to a file, a GTK editor (its file
+#: saved with ctrl+s), and a browser whose title tells what its text area holds.
+TEXT_APPS = {
+    "xterm": ["xterm", "-e", "sh", "-c", 'cat > "$HOME/typed.txt"'],
+    "mousepad": ["mousepad", "note.txt"],
+    "chromium": ["chromium", "--no-first-run", "--disable-gpu", "--window-position=0,0", "--window-size=1280,800",
+                 TEXTAREA],
+}
+
+
+@contextlib.contextmanager
+def text_app(app: str) -> Iterator[tuple[Any, Callable[[], str]]]:
+    """A workstation whose one app (of TEXT_APPS) has the keyboard; yields it and the app's window title."""
     from conftest import need_programs
     from hci_envs.traits import WorkstationEnv
 
     need_programs(app)
-    commands = {
-        "xterm": ["xterm", "-e", "sh", "-c", 'cat > "$HOME/pasted.txt"'],
-        "mousepad": ["mousepad", "note.txt"],
-        "chromium": ["chromium", "--no-first-run", "--disable-gpu", "--window-position=0,0",
-                     "--window-size=1280,800", TEXTAREA],
-    }
-    env = WorkstationEnv(start_state={"apps": [{"command": commands[app], "timeout": 90}]})
+    env = WorkstationEnv(start_state={"apps": [{"command": TEXT_APPS[app], "timeout": 90}]})
 
     def title() -> str:
         windows = env.desktop.windows()
@@ -270,6 +278,24 @@ def test_paste_arrives_in_a_terminal_a_gtk_editor_and_a_browser(x11, app):
         if app == "chromium":
             assert wait_until(lambda: title().startswith("empty"), 60), title()
             env.step([{"type": "click", "x": 640, "y": 400}, {"type": "wait", "ms": 500}])  # the page takes focus
+        yield env, title
+    finally:
+        env.close()
+
+
+def saved_file(env: Any, app: str) -> Path:
+    """Where the terminal or the editor (after ctrl+s) keeps what was typed into it."""
+    if app == "xterm":
+        return env.home / "typed.txt"
+    env.step([{"type": "key", "keys": "ctrl+s"}, {"type": "wait", "ms": 500}])
+    return env.home / "note.txt"
+
+
+@pytest.mark.parametrize("app", ["xterm", "mousepad", "chromium"])
+def test_paste_arrives_in_a_terminal_a_gtk_editor_and_a_browser(x11, app):
+    """'paste' (and 'auto' for text the keyboard cannot hold) reaches xterm, a GTK app and chromium (the Tk
+    app is covered above): shift+Insert, with the text offered on CLIPBOARD and PRIMARY."""
+    with text_app(app) as (env, title):
         first = "pasted ✓ 日本 ünïcödé\n" if app == "xterm" else "pasted ✓ 日本 ünïcödé "
         obs = env.step({"type": "type_text", "text": first, "mode": "paste"})
         assert obs.error is None, obs.error
@@ -277,76 +303,42 @@ def test_paste_arrives_in_a_terminal_a_gtk_editor_and_a_browser(x11, app):
         assert obs.error is None and obs.data["mode"] == "paste", (obs.error, obs.data)
         expected = first + MANY + ("\n" if app == "xterm" else "")
         if app == "xterm":
-            saved = env.home / "pasted.txt"
+            saved = saved_file(env, app)
             assert wait_until(lambda: saved.exists() and saved.read_text() == expected, 20), saved.read_text()
         elif app == "mousepad":
-            env.step([{"type": "key", "keys": "ctrl+s"}, {"type": "wait", "ms": 500}])
-            saved = env.home / "note.txt"
+            saved = saved_file(env, app)
             assert wait_until(lambda: saved.exists() and saved.read_text().rstrip("\n") == expected, 20), saved.read_text()
         else:
             want = f"got:{len(expected)}:{expected[-12:]}"
             assert wait_until(lambda: title().startswith(want), 20), (title(), want)
-    finally:
-        env.close()
 
 
 @pytest.mark.parametrize("app", ["mousepad", "chromium"])
 def test_a_paste_over_selected_text_replaces_it(x11, app):
     """Select all, then paste: the text replaces the selection, as it does for a person. (Offering PRIMARY to
     a GTK text view takes its selection away first, and the paste then lands beside the old text.)"""
-    from conftest import need_programs
-    from hci_envs.traits import WorkstationEnv
-
-    need_programs(app)
-    commands = {"mousepad": ["mousepad", "note.txt"],
-                "chromium": ["chromium", "--no-first-run", "--disable-gpu", "--window-position=0,0",
-                             "--window-size=1280,800", TEXTAREA]}
-    env = WorkstationEnv(start_state={"apps": [{"command": commands[app], "timeout": 90}]})
-
-    def title() -> str:
-        windows = env.desktop.windows()
-        return env.desktop.input.window_title(windows[-1]) if windows else ""
-
-    try:
-        env.reset()
-        if app == "chromium":
-            assert wait_until(lambda: title().startswith("empty"), 60), title()
-            env.step([{"type": "click", "x": 640, "y": 400}, {"type": "wait", "ms": 500}])
+    with text_app(app) as (env, title):
         env.step({"type": "type_text", "text": "old words here", "mode": "keys"})
         env.step({"type": "key", "keys": "ctrl+a"})
         obs = env.step({"type": "type_text", "text": "new ✓ 文字", "mode": "paste"})
         assert obs.error is None, obs.error
         if app == "mousepad":
-            env.step([{"type": "key", "keys": "ctrl+s"}, {"type": "wait", "ms": 500}])
-            saved = env.home / "note.txt"
+            saved = saved_file(env, app)
             assert wait_until(lambda: saved.exists() and saved.read_text().rstrip("\n") == "new ✓ 文字", 20), \
                 saved.read_text()
         else:
             want = f"got:{len('new ✓ 文字')}:new ✓ 文字"
             assert wait_until(lambda: title().startswith(want), 20), (title(), want)
-    finally:
-        env.close()
 
 
 @pytest.mark.parametrize("app", ["xterm", "mousepad"])
 def test_keys_mode_types_more_characters_than_the_keyboard_has_spare_keys(x11, app):
     """Past the ~220 scratch slots, 'keys' types in batches and remaps slots between them once the app has
     drawn the last batch: every character arrives, in order, in a terminal and in a GTK editor."""
-    from hci_envs.traits import WorkstationEnv
-
-    commands = {"xterm": ["xterm", "-e", "sh", "-c", 'cat > "$HOME/typed.txt"'], "mousepad": ["mousepad", "note.txt"]}
-    env = WorkstationEnv(start_state={"apps": [{"command": commands[app], "timeout": 90}]})
-    try:
-        env.reset()
+    with text_app(app) as (env, _title):
         text = MANY + ("\n" if app == "xterm" else "")
         obs = env.step({"type": "type_text", "text": text, "mode": "keys"})
         assert obs.error is None and obs.data["mode"] == "keys" and obs.data["pauses"] >= 1, (obs.error, obs.data)
-        if app == "xterm":
-            saved = env.home / "typed.txt"
-        else:
-            env.step([{"type": "key", "keys": "ctrl+s"}, {"type": "wait", "ms": 500}])
-            saved = env.home / "note.txt"
+        saved = saved_file(env, app)
         assert wait_until(lambda: saved.exists() and saved.read_text().rstrip("\n") == MANY, 30), \
             saved.read_text() if saved.exists() else "nothing saved"
-    finally:
-        env.close()

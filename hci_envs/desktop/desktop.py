@@ -46,7 +46,8 @@ SETTLE_QUIET = 0.05
 DRAWN_TIMEOUT = 5.0
 #: An app that asks for "accessible" is up once its tree lists interactive elements and the count held for
 #: ACCESSIBLE_STILL seconds (LibreOffice fills its menus in a moment after its window is drawn); waited for at
-#: most ACCESSIBLE_TIMEOUT, then the app counts as up all the same (its tree says what it has).
+#: most ACCESSIBLE_TIMEOUT (or the app's own timeout), then the app counts as up all the same (its tree says
+#: what it has).
 ACCESSIBLE_STILL = 0.3
 ACCESSIBLE_TIMEOUT = 20.0
 
@@ -454,7 +455,8 @@ class Desktop:
         if self.accessibility is None:
             return
         query = Query(app=app.label, interactive_only=True)
-        deadline = time.monotonic() + min(app.timeout, ACCESSIBLE_TIMEOUT)
+        bound = min(app.timeout, ACCESSIBLE_TIMEOUT)
+        deadline = time.monotonic() + bound
         last = -1
         while time.monotonic() < deadline:
             try:
@@ -466,7 +468,7 @@ class Desktop:
                 return
             last = count
             time.sleep(ACCESSIBLE_STILL)
-        log.info("app %r: its accessibility tree did not hold still within %.0fs", app.label, ACCESSIBLE_TIMEOUT)
+        log.info("app %r: its accessibility tree did not hold still within %.0fs", app.label, bound)
 
     def _windows_not_drawn(self) -> bool:
         """Whether no window is listed yet (a window manager lists a new one a moment after it maps), or one

@@ -80,20 +80,25 @@ def go(url: str) -> list[Any]:
     return [key("ctrl+l"), wait(300), type_text(url, "keys"), wait(300), key("Return")]
 
 
+def contact_sent(name: str, email: str) -> str:
+    """The page the site's contact form leads to once sent with ``name`` and ``email`` (what checkers look for
+    in the browser's history)."""
+    return f"thanks.html?name={quote_plus(name)}&email={quote_plus(email)}"
+
+
 def fill(ctx: Any, fields: list[str]) -> Iterator[Any]:
     """Type into the page's text fields in order (found in the accessibility tree), then press Return."""
-    from .common import click
+    from .common import centre, click, on_screen
 
     def page_entries() -> list[dict[str, Any]]:
         # the page's own fields, drawn: the address bar is an entry too, there before the page has loaded
         found = [n for n in tree_nodes(ctx) if n["role"] == "entry" and n["name"] != "Address and search bar"
-                 and n.get("box") and n["box"][2] > 0 and n["box"][3] > 0]
+                 and on_screen(n)]
         return found if len(found) >= len(fields) else []
 
     entries = yield from until(page_entries, f"the page's {len(fields)} text fields", timeout=20.0)
     for node, text in zip(entries, fields):
-        x, y, w, h = node["box"]
-        yield click(x + w // 2, y + h // 2)
+        yield click(*centre(node))
         yield type_text(text, "keys")
     yield key("Return")
 
@@ -184,7 +189,7 @@ def contact_form(rng: random.Random) -> Variant:
     files, _data = _site(rng)
     name = person(rng)
     email = f"{name.split()[0].lower()}.{rng.randint(10, 99)}@example.org"
-    sent = f"thanks.html?name={quote_plus(name)}&email={quote_plus(email)}"
+    sent = contact_sent(name, email)
 
     def oracle(ctx: Any) -> Iterator[Any]:
         base = yield from _start(ctx)

@@ -100,11 +100,16 @@ def find(ctx: Any, role: str | None = None, name: str | None = None, *, app: str
                 continue
             if contains is not None and contains not in node["name"]:
                 continue
-            if node.get("box") and node["box"][2] > 0 and node["box"][3] > 0:
+            if on_screen(node):
                 return node
         return None
 
     return (yield from until(look, f"{role or 'an element'} {name or contains or ''} on screen", timeout))
+
+
+def on_screen(node: dict[str, Any]) -> bool:
+    """Whether a node has a box with an area (one a click can land on)."""
+    return bool(node.get("box")) and node["box"][2] > 0 and node["box"][3] > 0
 
 
 def centre(node: dict[str, Any]) -> tuple[int, int]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import Variant, template
 from .apps import browser, calculator, editor, terminal
-from .browser import _site, fill, site_url
+from .browser import _site, contact_sent, fill, site_url
 from .browser import go as browser_go
 from .common import CITIES, PRODUCTS, WORDS, centre, click, file_text, find, key, person, saved, type_text, until, wait
 from .terminal import shell
@@ -104,14 +104,12 @@ def web_price_note(rng: random.Random) -> Variant:
 @template("multi-form-from-file", app="browser", apps=("browser", "editor"))
 def form_from_file(rng: random.Random) -> Variant:
     """Send the web site's contact form with the details written in a text file."""
-    from urllib.parse import quote_plus
-
     files, _data = _site(rng)
     name = person(rng)
     email = f"{name.split()[-1].lower()}.{rng.randint(10, 99)}@example.org"
     files.update(EDITOR_RIGHT)
     files["contact.txt"] = f"Details to send through the shop's contact form\n\nName: {name}\nEmail: {email}\n"
-    sent = f"thanks.html?name={quote_plus(name)}&email={quote_plus(email)}"
+    sent = contact_sent(name, email)
 
     def oracle(ctx: Any) -> Iterator[Any]:
         base = yield from _browser_start(ctx)
