@@ -436,19 +436,28 @@ TYPING_COMMANDS = {
 }
 
 
+def window_title(env: Any) -> str:
+    """The title of the newest window on an environment's desktop ("" when there is none)."""
+    windows = env.desktop.windows()
+    return env.desktop.input.window_title(windows[-1]) if windows else ""
+
+
 @contextlib.contextmanager
-def typing_desktop(app: str) -> Iterator[tuple[Any, Callable[[], str]]]:
+def typing_desktop(app: str, page: str | None = None) -> Iterator[tuple[Any, Callable[[], str]]]:
     """A desktop running ``app`` (xterm, mousepad, chromium or the Tk probe, "tk"), ready to type into, and a
-    function that reads back what the app got (the typing tests and bench/bench_typing.py)."""
+    function that reads back what the app got (the typing tests and bench/bench_typing.py). ``page``: the
+    page chromium shows instead of its text area (titled "empty" until typed into)."""
     from hci_envs.traits import WorkstationEnv
 
     probe = Probe() if app == "tk" else None
-    spec = probe.app() if probe else {"command": TYPING_COMMANDS[app], "timeout": 90}
+    command = TYPING_COMMANDS[app] if probe is None else None
+    if app == "chromium" and page is not None:
+        command = [*TYPING_COMMANDS[app][:-1], page]
+    spec = probe.app() if probe else {"command": command, "timeout": 90}
     env = WorkstationEnv(start_state={"apps": [spec]})
 
     def title() -> str:
-        windows = env.desktop.windows()
-        return env.desktop.input.window_title(windows[-1]) if windows else ""
+        return window_title(env)
 
     def got() -> str:
         if app in ("xterm", "mousepad"):

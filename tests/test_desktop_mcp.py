@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import McpClient, image_of, text_of, wait_until
+from helpers import MANY_CHARACTERS, McpClient, image_of, text_of, typing_desktop, wait_until, window_title
 
 UNICODE = "héllo wörld ✓ 你好 @#$%^&*()"
 
@@ -243,44 +243,19 @@ def test_settle_waits_for_the_screen(mcp):
     assert probe.state()["clicks"] == 1
 
 
-#: More distinct characters than the keyboard has spare keys for: 'auto' must paste these.
-MANY = "".join(chr(c) for c in range(0x4E00, 0x4E00 + 300)) + " ✓ ünïcödé"
 TEXTAREA = ("data:text/html;charset=utf-8,<title>empty</title><textarea autofocus style='position:fixed;inset:0;"
             "width:100%;height:100%' oninput=\"document.title='got:'+this.value.length+':'+this.value.slice(-12)\">"
             "</textarea>")
 
 
-#: The apps the text tests type into: a terminal that writes what it reads to a file, a GTK editor (its file
-#: saved with ctrl+s), and a browser whose title tells what its text area holds.
-TEXT_APPS = {
-    "xterm": ["xterm", "-e", "sh", "-c", 'cat > "$HOME/typed.txt"'],
-    "mousepad": ["mousepad", "note.txt"],
-    "chromium": ["chromium", "--no-first-run", "--disable-gpu", "--window-position=0,0", "--window-size=1280,800",
-                 TEXTAREA],
-}
-
-
 @contextlib.contextmanager
 def text_app(app: str) -> Iterator[tuple[Any, Callable[[], str]]]:
-    """A workstation whose one app (of TEXT_APPS) has the keyboard; yields it and the app's window title."""
+    """A workstation whose one app has the keyboard (chromium on TEXTAREA); yields it and the app's window title."""
     from conftest import need_programs
-    from hci_envs.traits import WorkstationEnv
 
     need_programs(app)
-    env = WorkstationEnv(start_state={"apps": [{"command": TEXT_APPS[app], "timeout": 90}]})
-
-    def title() -> str:
-        windows = env.desktop.windows()
-        return env.desktop.input.window_title(windows[-1]) if windows else ""
-
-    try:
-        env.reset()
-        if app == "chromium":
-            assert wait_until(lambda: title().startswith("empty"), 60), title()
-            env.step([{"type": "click", "x": 640, "y": 400}, {"type": "wait", "ms": 500}])  # the page takes focus
-        yield env, title
-    finally:
-        env.close()
+    with typing_desktop(app, page=TEXTAREA) as (env, _got):
+        yield env, lambda: window_title(env)
 
 
 def saved_file(env: Any, app: str) -> Path:
@@ -299,15 +274,17 @@ def test_paste_arrives_in_a_terminal_a_gtk_editor_and_a_browser(x11, app):
         first = "pasted ✓ 日本 ünïcödé\n" if app == "xterm" else "pasted ✓ 日本 ünïcödé "
         obs = env.step({"type": "type_text", "text": first, "mode": "paste"})
         assert obs.error is None, obs.error
-        obs = env.step({"type": "type_text", "text": MANY + ("\n" if app == "xterm" else ""), "mode": "auto"})
+        many = MANY_CHARACTERS + ("\n" if app == "xterm" else "")
+        obs = env.step({"type": "type_text", "text": many, "mode": "auto"})
         assert obs.error is None and obs.data["mode"] == "paste", (obs.error, obs.data)
-        expected = first + MANY + ("\n" if app == "xterm" else "")
+        expected = first + many
         if app == "xterm":
             saved = saved_file(env, app)
             assert wait_until(lambda: saved.exists() and saved.read_text() == expected, 20), saved.read_text()
         elif app == "mousepad":
             saved = saved_file(env, app)
-            assert wait_until(lambda: saved.exists() and saved.read_text().rstrip("\n") == expected, 20), saved.read_text()
+            assert wait_until(lambda: saved.exists() and saved.read_text().rstrip("\n") == expected, 20), \
+                saved.read_text()
         else:
             want = f"got:{len(expected)}:{expected[-12:]}"
             assert wait_until(lambda: title().startswith(want), 20), (title(), want)
@@ -336,9 +313,9 @@ def test_keys_mode_types_more_characters_than_the_keyboard_has_spare_keys(x11, a
     """Past the ~220 scratch slots, 'keys' types in batches and remaps slots between them once the app has
     drawn the last batch: every character arrives, in order, in a terminal and in a GTK editor."""
     with text_app(app) as (env, _title):
-        text = MANY + ("\n" if app == "xterm" else "")
+        text = MANY_CHARACTERS + ("\n" if app == "xterm" else "")
         obs = env.step({"type": "type_text", "text": text, "mode": "keys"})
         assert obs.error is None and obs.data["mode"] == "keys" and obs.data["pauses"] >= 1, (obs.error, obs.data)
         saved = saved_file(env, app)
-        assert wait_until(lambda: saved.exists() and saved.read_text().rstrip("\n") == MANY, 30), \
+        assert wait_until(lambda: saved.exists() and saved.read_text().rstrip("\n") == MANY_CHARACTERS, 30), \
             saved.read_text() if saved.exists() else "nothing saved"
