@@ -237,6 +237,11 @@ def main() -> None:
     for client in ("official client", "raw JSON-RPC"):
         added = p50(f"mcp screenshot, {client}") - p50(f"mcp screen_size, {client}")
         report.value(f"mcp screenshot minus round trip / floor ({client})", f"{added / p50(shot_floor):.2f}x")
+    # The official client's own part of a call: its round trip beyond a bare POST's to the same server, in
+    # the same turns. No server can take it off; it is what separates the two screenshot ratios above.
+    own = p50("mcp screen_size, official client") - p50("mcp screen_size, raw JSON-RPC")
+    report.value("official client's own cost (its round trip minus a bare POST's) / floor",
+                 f"{own / p50(shot_floor):.2f}x")
     report.save()
 
 

@@ -16,12 +16,12 @@ from typing import Annotated
 
 from pydantic import Field
 
-from hci_envs import AppState, DesktopEnvironment, HciEnvClient, StartState, ToolOutput, tool
+from hci_envs import AppState, Environment, HciEnvClient, StartState, ToolOutput, tool
 from hci_envs.checks import check_env
 from hci_envs.traits import BashAccess, HumanComputerInterfaceable, PythonAccess
 
 
-class NotesEnv(HumanComputerInterfaceable, BashAccess, PythonAccess, DesktopEnvironment):
+class NotesEnv(HumanComputerInterfaceable, BashAccess, PythonAccess, Environment):
     """A desktop with a terminal, a shell, Python, and a notes file the agent appends to."""
 
     description = "A desktop with xterm, bash, python and a notes tool."

@@ -27,7 +27,8 @@ _EXPORTS = {
     "HciEnvsError": "hci_envs.errors",
     "InvalidActionError": "hci_envs.errors",
     # environment authors: the contract, traits' base and tools (pydantic only)
-    "DesktopEnvironment": "hci_envs.env",
+    "Environment": "hci_envs.env",
+    "DesktopEnvironment": "hci_envs.env",  # the old name of Environment (deprecated: warns)
     "Trait": "hci_envs.trait",
     "tool": "hci_envs.tools",
     "ToolOutput": "hci_envs.tools",

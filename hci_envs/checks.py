@@ -29,11 +29,11 @@ def contract_error(env_class: type, problems: list[str]) -> EnvCheckError:
 
 
 def check_registry(env_class: type) -> list[str]:
-    from .env import DesktopEnvironment
+    from .env import Environment
 
     problems = []
-    if not (isinstance(env_class, type) and issubclass(env_class, DesktopEnvironment)):
-        return [f"{env_class!r} is not a DesktopEnvironment subclass"]
+    if not (isinstance(env_class, type) and issubclass(env_class, Environment)):
+        return [f"{env_class!r} is not an Environment subclass"]
     specs = env_class.tool_specs()
     if not specs:
         problems.append("it has no tools")
@@ -66,7 +66,7 @@ def process_alive(pid: int) -> bool:
 def check_env(env_class: type, *, start_state: Any = None, **env_kwargs: Any) -> dict[str, Any]:
     """Check ``env_class``; returns a summary, or raises :class:`EnvCheckError` with every problem found."""
     problems = check_registry(env_class)
-    if problems and problems[0].endswith("not a DesktopEnvironment subclass"):
+    if problems and problems[0].endswith("not an Environment subclass"):
         raise contract_error(env_class, problems)
     summary: dict[str, Any] = {"env": env_class.__name__, "tools": sorted(env_class.tool_specs())}
     env = env_class(start_state=start_state, **env_kwargs)

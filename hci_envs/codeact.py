@@ -26,7 +26,7 @@ class EnvironmentTools(Trait):
     """Discovery and CodeAct over the tools of the environment it is part of."""
 
     #: The folder ``browse_tools`` shows these tools in: they are the environment's own.
-    trait_name = "DesktopEnvironment"
+    trait_name = "Environment"
 
     _code_runner: Any = None  # hci_envs.interpreter.Interpreter, per episode
 

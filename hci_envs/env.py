@@ -5,9 +5,9 @@ MCP). The state is the declared :class:`StartState`: screen size, home-directory
 environment variables and clipboard; ``reset()`` brings the desktop back to it. ``reset``, ``state`` and
 ``snapshot`` belong to the control plane: they are never tools and never reachable from CodeAct.
 
-:class:`DesktopEnvironment` is a facade over injected parts: a desktop factory (the real Xvfb desktop, or
+:class:`Environment` is a facade over injected parts: a desktop factory (the real Xvfb desktop, or
 :class:`~hci_envs.desktop.fake.FakeDesktop` as the test seam), the home and its snapshots
-(:class:`~hci_envs.homes.HomeStore`), the episode's bookkeeping (:class:`~hci_envs.episode.Episode`) and the
+(:class:`~hci_envs.homes.HomeStore`), the episode's bookkeeping (:class:`~hci_envs.episode.EpisodeTracker`) and the
 step items (:mod:`hci_envs.steps`). A failure of the desktop itself (Xvfb or the app dying) ends the episode
 as truncated with a reason; the next ``reset()`` brings the desktop back. It never raises out of ``step``.
 """
@@ -18,6 +18,7 @@ import contextlib
 import logging
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -26,7 +27,7 @@ from . import deadline
 from .accounts import Isolation, resolve_isolation
 from .actions.models import ActionBase
 from .codeact import BASE_TOOLS, CODE_TOOL, EnvironmentTools
-from .episode import Episode
+from .episode import EpisodeTracker
 from .errors import (
     ActionError,
     ConfigError,
@@ -44,7 +45,7 @@ from .spare import DesktopParts, SpareDesktop
 from .steps import CallToolAction, CodeAction, ListToolsAction, ToolCall, parse_step_item
 from .tools import ToolOutput, ToolSpec
 
-__all__ = ["BASE_TOOLS", "CODE_TOOL", "DesktopEnvironment", "DesktopFactory", "image_data"]
+__all__ = ["BASE_TOOLS", "CODE_TOOL", "Environment", "DesktopFactory", "image_data"]
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +74,10 @@ def desktop_factory(choice: str | DesktopFactory | None) -> DesktopFactory:
     raise ConfigError(f"desktop must be 'xvfb', 'fake' or a factory, not {choice!r}", field="desktop")
 
 
-class DesktopEnvironment(EnvironmentTools):
+class Environment(EnvironmentTools):
     """Base of every environment: owns one desktop per episode and the tools of its traits.
 
-    Compose it with traits: ``class MyEnv(HumanComputerInterfaceable, BashAccess, DesktopEnvironment)``.
+    Compose it with traits: ``class MyEnv(HumanComputerInterfaceable, BashAccess, Environment)``.
     Thread-safe: every public method takes the environment's (re-entrant) lock, except
     :meth:`interrupt_agent`, which a reset or close calls first so that they never wait behind the agent.
     """
@@ -117,7 +118,7 @@ class DesktopEnvironment(EnvironmentTools):
         #: Called with "reset" after every reset (services such as VNC keep per-episode state), and before it
         #: with "desktop" when the reset brought another desktop (the spare, or a new display).
         self.listeners: list[Callable[[str], Any]] = []
-        self.episode = Episode()
+        self.episode = EpisodeTracker()
         self._lock = threading.RLock()
         self._performing = False
         self._epoch = 0
@@ -546,7 +547,7 @@ class DesktopEnvironment(EnvironmentTools):
                 DesktopParts(self.desktop, self.homes, self._lease).close()
                 self.desktop = None
 
-    def __enter__(self) -> DesktopEnvironment:
+    def __enter__(self) -> Environment:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -564,3 +565,11 @@ def _bounded_timeout(spec: ToolSpec, arguments: dict[str, Any] | None) -> dict[s
         arguments["timeout"] = min(given, max(left, 0.001))
     return arguments
 
+
+def __getattr__(name: str) -> Any:
+    # The class's name until 0.1: it stood beside DesktopEnv (a shipped environment) and Desktop (the X
+    # display), three names for two concepts. Kept, with a warning, so that code written against it runs.
+    if name == "DesktopEnvironment":
+        warnings.warn("hci_envs.DesktopEnvironment is now hci_envs.Environment", DeprecationWarning, stacklevel=2)
+        return Environment
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

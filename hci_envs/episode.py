@@ -1,6 +1,6 @@
 """The bookkeeping of an environment's episodes: which episode runs, how far it got, how it ended.
 
-An :class:`Episode` knows nothing of desktops; the environment facade asks it what a call may do
+An :class:`EpisodeTracker` knows nothing of desktops; the environment facade asks it what a call may do
 (:meth:`require_running`, :meth:`require_steppable`) and tells it what happened (:meth:`begin`,
 :meth:`truncate`, :meth:`touch`).
 """
@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class Episode:
+class EpisodeTracker:
     id: str | None = None
     step_count: int = 0
     done: bool = False
@@ -36,7 +36,7 @@ class Episode:
     pristine_home: frozenset[tuple[str, int, int]] = frozenset()
     last_used: float = field(default_factory=time.monotonic)
     #: When the agent first acted in this episode (boot-clock seconds, as /proc dates processes), or None: a
-    #: command started since then is the agent's, and a checker waits for it (DesktopEnvironment.catch_up).
+    #: command started since then is the agent's, and a checker waits for it (Environment.catch_up).
     agent_since: float | None = None
 
     def begin(self, seed: int | None, episode_id: str | None) -> None:

@@ -260,7 +260,7 @@ class TrlDesktopEnv:
         """The task's score from its checker (on the server); None without a task (TRL ignores it). The score
         is the finished episode's: it is asked once this desktop's calls have returned, and the server runs
         the checker once the world has caught up with them (a command typed into a terminal has finished, the
-        screen has settled: see ``DesktopEnvironment.catch_up``)."""
+        screen has settled: see ``Environment.catch_up``)."""
         if self._task is None:
             return None
 

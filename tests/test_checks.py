@@ -64,9 +64,9 @@ def office_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def session() -> Any:
     """A session on the fake desktop (the test seam: these checks read files, not the screen), reset onto each
     test's home folder; its agent account owns the copied files, as an agent's would be."""
-    from hci_envs import DesktopEnvironment
+    from hci_envs import Environment
 
-    env = DesktopEnvironment(desktop="fake")
+    env = Environment(desktop="fake")
     yield env
     env.close()
 

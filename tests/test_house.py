@@ -18,10 +18,10 @@ from pathlib import Path
 import httpx
 import jsonschema
 import pytest
-from helpers import McpClient, text_of
+from helpers import McpClient, ServerProcess, text_of
 
 from hci_envs import errors
-from hci_envs.env import DesktopEnvironment
+from hci_envs.env import Environment
 from hci_envs.errors import HciEnvsError, error_from_dict, wire_form
 from hci_envs.tools import ToolOutput, tool
 
@@ -187,6 +187,29 @@ def test_mcp_header_check_skips_only_tools_that_declare_no_header(fake_server):
     assert reply["result"]["isError"] and reply["result"]["structuredContent"]["error"]["field"] == "x", reply
 
 
+def test_mcp_spans_exist_only_where_tracing_is_set_up():
+    """The SDK's span per request costs a tenth of a call in the server and is a no-op without a tracer
+    provider: it is dropped then, and kept when one is set up, as ``opentelemetry-instrument`` does."""
+    from hci_envs.server.mcp_bridge import build_mcp_server
+    from hci_envs.traits import DesktopEnv
+
+    assert build_mcp_server(DesktopEnv.tool_specs(), lambda request: None).middleware == []
+    env = {"OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none",
+           "OTEL_SERVICE_NAME": "hci-envs-test"}
+    instrument = Path(sys.executable).with_name("opentelemetry-instrument")
+    with ServerProcess("--desktop", "fake", prefix=[str(instrument)], env=env) as server:
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "screen_size", "arguments": {}, "_meta": MODERN_META}}
+        headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28",
+                   "mcp-method": "tools/call", "mcp-name": "screen_size"}
+        reply = httpx.post(f"{server.base_url}/mcp", json=call, headers=headers).json()
+        assert reply["result"]["structuredContent"] == {"width": 1280, "height": 800}, reply
+        deadline = time.monotonic() + 10  # the console exporter writes a span as it ends
+        while '"name": "tools/call screen_size"' not in "".join(server.output):
+            assert time.monotonic() < deadline, "".join(server.output)[-3000:]
+            time.sleep(0.05)
+
+
 @pytest.mark.parametrize("version", ["2025-03-26", "2025-11-25", "2026-07-28"])
 def test_mcp_results_take_each_protocol_versions_wire_form(fake_server, version):
     """Results reach the SDK as wire-form dicts; the SDK validates them once and sieves them per version."""
@@ -230,7 +253,7 @@ def test_action_tools_validate_their_arguments_once(monkeypatch):
 
 
 # -- the lock ------------------------------------------------------------------------------------------------
-class LockProbe(DesktopEnvironment):
+class LockProbe(Environment):
     """A tool that notes whether it ran while a reset was rebuilding the desktop."""
 
     def __init__(self, **kwargs):
@@ -381,6 +404,31 @@ def test_one_environment_loader_serves_every_caller():
         source = ROOT.joinpath(module).read_text()
         assert "def load_env_class" not in source and "entry_points(" not in source, module
 
+
+
+def test_one_name_per_concept():
+    """No two public classes of the package share a name (an environment's base, its shipped environments and
+    the X display were DesktopEnvironment, DesktopEnv and Desktop beside the pool's Desktop), and the base's
+    old name still works, with a warning."""
+    # the same concept on both sides of the CodeAct sandbox: the worker cannot import the package
+    same_concept = {"ToolCallError": {"hci_envs/interpreter_worker.py", "hci_envs/trl.py"}}
+    where: dict[str, set[str]] = {}
+    for top in ("hci_envs", "traits", "recorders"):
+        for path in sorted(ROOT.joinpath(top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                    where.setdefault(node.name, set()).add(str(path.relative_to(ROOT)))
+    shared = {name: files for name, files in where.items() if len(files) > 1 and same_concept.get(name) != files}
+    assert not shared, shared
+    import hci_envs
+    import hci_envs.env
+
+    with pytest.warns(DeprecationWarning, match="DesktopEnvironment is now hci_envs.Environment"):
+        assert hci_envs.DesktopEnvironment is Environment
+    with pytest.warns(DeprecationWarning):
+        assert hci_envs.env.DesktopEnvironment is Environment
+    with pytest.raises(AttributeError):
+        hci_envs.env.NoSuchThing  # noqa: B018
 
 # -- the fake desktop ------------------------------------------------------------------------------------------
 def test_the_fake_desktop_keeps_the_environment_contract():

@@ -7,7 +7,7 @@ import time
 import pytest
 from helpers import McpClient, Probe, ServerProcess, text_of
 
-from hci_envs import DesktopEnvironment, ToolOutput, Trait, tool
+from hci_envs import Environment, ToolOutput, Trait, tool
 from hci_envs.checks import EnvCheckError, check_env
 from hci_envs.errors import InvalidActionError
 from hci_envs.tools import DuplicateToolError
@@ -127,7 +127,7 @@ def test_duplicate_tool_names_fail_at_class_definition():
             return ToolOutput(text=command)
 
     with pytest.raises(DuplicateToolError, match="traits BashAccess and Shell both offer a tool named 'bash'"):
-        type("Clash", (BashAccess, Shell, DesktopEnvironment), {})
+        type("Clash", (BashAccess, Shell, Environment), {})
 
     class Override(BashAccess):  # overriding a trait's own tool is allowed
         @tool()
@@ -135,7 +135,7 @@ def test_duplicate_tool_names_fail_at_class_definition():
             """A stricter bash."""
             return ToolOutput(text="no")
 
-    assert type("Fine", (Override, DesktopEnvironment), {}).tool_specs()["bash"].description == "A stricter bash."
+    assert type("Fine", (Override, Environment), {}).tool_specs()["bash"].description == "A stricter bash."
 
     with pytest.raises(TypeError, match="reserved for the control plane"):
         class Sneaky(Trait):
@@ -152,7 +152,7 @@ def test_discovery_from_the_registry(workstation):
     schemas = env.call_tool("find_tools", {"query": "drag", "detail": "schemas", "limit": 1}).data["tools"]
     assert schemas[0]["name"] == "drag" and "path" in schemas[0]["input_schema"]["properties"]
     root = env.call_tool("browse_tools", {}).data["entries"]
-    assert {"HumanComputerInterfaceable/", "BashAccess/", "PythonAccess/", "DesktopEnvironment/"} == set(root)
+    assert {"HumanComputerInterfaceable/", "BashAccess/", "PythonAccess/", "Environment/"} == set(root)
     files = env.call_tool("browse_tools", {"path": "BashAccess"}).data["entries"]
     assert files == ["bash.py"]
     stub = env.call_tool("browse_tools", {"path": "HumanComputerInterfaceable/click.py"}).text
@@ -164,7 +164,7 @@ def test_discovery_from_the_registry(workstation):
 def test_check_env_passes_shipped_and_catches_broken():
     assert check_env(WorkstationEnv, desktop="fake")["ok"]
 
-    class Broken(HumanComputerInterfaceable, DesktopEnvironment):
+    class Broken(HumanComputerInterfaceable, Environment):
         @tool(read_only=True)
         def flaky(self) -> ToolOutput:
             """Always fails."""

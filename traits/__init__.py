@@ -1,9 +1,9 @@
 """Capability mixins that environments are composed from.
 
-    from hci_envs import DesktopEnvironment
+    from hci_envs import Environment
     from hci_envs.traits import BashAccess, HumanComputerInterfaceable, PythonAccess
 
-    class MyEnv(HumanComputerInterfaceable, BashAccess, PythonAccess, DesktopEnvironment): ...
+    class MyEnv(HumanComputerInterfaceable, BashAccess, PythonAccess, Environment): ...
 """
 
 from .bash import BashAccess

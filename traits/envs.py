@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from hci_envs.env import DesktopEnvironment
+from hci_envs.env import Environment
 
 from .bash import BashAccess
 from .hci import HumanComputerInterfaceable
 from .python import PythonAccess
 
 
-class DesktopEnv(HumanComputerInterfaceable, DesktopEnvironment):
+class DesktopEnv(HumanComputerInterfaceable, Environment):
     """A plain desktop (Xvfb + openbox) whose screen, keyboard and mouse are the tools."""
 
     description = "A virtual X desktop; the screen, keyboard and mouse are MCP tools."
 
 
-class WorkstationEnv(HumanComputerInterfaceable, BashAccess, PythonAccess, DesktopEnvironment):
+class WorkstationEnv(HumanComputerInterfaceable, BashAccess, PythonAccess, Environment):
     """A desktop with a shell and a Python interpreter as well: screen, keyboard, mouse, bash and python."""
 
     description = "A virtual X desktop with bash and a persistent Python interpreter."

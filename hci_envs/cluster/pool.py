@@ -67,7 +67,7 @@ def _token() -> str:
 
 
 @dataclass(eq=False)
-class Desktop:
+class PooledDesktop:
     """The pool's record of one desktop (its actor, where it listens, its tokens, what it is doing)."""
 
     number: int
@@ -130,8 +130,8 @@ class DesktopPool:
         self._owns_ray = False
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
-        self._desktops: list[Desktop] = []
-        self._ready: deque[Desktop] = deque()
+        self._desktops: list[PooledDesktop] = []
+        self._ready: deque[PooledDesktop] = deque()
         self._claimed = 0
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._numbers = itertools.count(1)
@@ -301,7 +301,7 @@ class DesktopPool:
             raise ConfigError(f"a claim's timeout is a number of seconds (not {timeout!r})")
         return time.monotonic() + timeout
 
-    def _take(self, kind: type[Claim]) -> Desktop | None:
+    def _take(self, kind: type[Claim]) -> PooledDesktop | None:
         """A ready desktop, now claimed by a new, unconnected client of ``kind``; None if none may be taken."""
         if self._closed:
             raise EnvironmentStateError("the pool is closed")
@@ -338,19 +338,19 @@ class DesktopPool:
             f"no desktop ready within {self.claim_timeout if timeout is None else timeout:g}s ({why}; pool size "
             f"{self.size}, spares {self.spares}){failure}", **{k: v for k, v in s.items() if k != "nodes"})
 
-    def _refused(self, desktop: Desktop, exc: HciEnvsError) -> None:
+    def _refused(self, desktop: PooledDesktop, exc: HciEnvsError) -> None:
         """A claimed desktop whose WebSocket could not be opened is not handed out; it is replaced."""
         with self._lock:
             self._last_failure = f"desktop {desktop.number} refused a claim's connection: {_gist(exc)}"
         self._lose(desktop, f"its server refused the claim's connection: {_gist(exc)}")
 
-    def _lent(self, env: Any) -> Desktop:
+    def _lent(self, env: Any) -> PooledDesktop:
         if not isinstance(env, Claim) or env._pool is not self:
             raise PoolError(f"{env!r} is not a desktop claimed from this pool")
         return env._desktop
 
     # -- judging a broken claim ---------------------------------------------------------------------------
-    def _judge(self, desktop: Desktop, exc: HciEnvsError) -> HciEnvsError:
+    def _judge(self, desktop: PooledDesktop, exc: HciEnvsError) -> HciEnvsError:
         """What a claim's broken connection means: the desktop's loss (DesktopLostError) if its actor is gone,
         its server stopped or its server no longer answers, else ``exc`` as it was. Takes at most about twice
         ``probe_timeout``."""
@@ -363,7 +363,7 @@ class DesktopPool:
             self._lose(desktop, "the pool could not probe it")
         return self._gone_error(desktop) if desktop.status == GONE else exc
 
-    async def _judge_async(self, desktop: Desktop, exc: HciEnvsError) -> HciEnvsError:
+    async def _judge_async(self, desktop: PooledDesktop, exc: HciEnvsError) -> HciEnvsError:
         if desktop.status == GONE or self._closed or not self._thread.is_alive():
             return self._gone_error(desktop)
         check = asyncio.run_coroutine_threadsafe(self._check_serving(desktop), self._loop)
@@ -373,7 +373,7 @@ class DesktopPool:
             self._lose(desktop, "the pool could not probe it")
         return self._gone_error(desktop) if desktop.status == GONE else exc
 
-    async def _check_serving(self, desktop: Desktop) -> None:
+    async def _check_serving(self, desktop: PooledDesktop) -> None:
         """Lose a claimed desktop whose actor is gone or whose server does not answer ``/health`` within
         ``probe_timeout``. Ray's node health checks usually tell first; this does not depend on them: a
         server that is stopped while its actor still answers would otherwise stay claimed, and be lent again."""
@@ -387,7 +387,7 @@ class DesktopPool:
         if not answered:
             self._lose(desktop, f"its server did not answer /health within {self.probe_timeout:g}s")
 
-    def _gone_error(self, desktop: Desktop) -> HciEnvsError:
+    def _gone_error(self, desktop: PooledDesktop) -> HciEnvsError:
         if self._closed:
             return EnvironmentStateError("the desktop's pool was closed")
         return desktop.lost_error()
@@ -422,7 +422,7 @@ class DesktopPool:
         with self._lock:
             if self._closed:
                 return
-            desktop = Desktop(next(self._numbers), None, _token(), _token())
+            desktop = PooledDesktop(next(self._numbers), None, _token(), _token())
             desktop.actor = self._host.options(
                 num_cpus=0, resources={RESOURCE: 1}, scheduling_strategy="SPREAD", max_restarts=0,
                 # start, alive and stop must run while until_stopped blocks one thread for the actor's life
@@ -444,7 +444,7 @@ class DesktopPool:
         desktop.actor_pid = info["actor_pid"]
         await self._reset(desktop)
 
-    async def _reset(self, desktop: Desktop) -> None:
+    async def _reset(self, desktop: PooledDesktop) -> None:
         """Reset a desktop nobody holds and make it ready; one that fails to reset is replaced."""
         with self._lock:
             if desktop.status == GONE:
@@ -469,7 +469,7 @@ class DesktopPool:
             self._failures_in_a_row, self._last_failure = 0, None
             self._notify()
 
-    async def _watch(self, desktop: Desktop, stopped: asyncio.Future[Any]) -> None:
+    async def _watch(self, desktop: PooledDesktop, stopped: asyncio.Future[Any]) -> None:
         """Wait for the desktop's actor to end; if that was not the pool's doing, the desktop is lost."""
         while True:
             try:
@@ -486,7 +486,7 @@ class DesktopPool:
                 self._lose(desktop, f"its actor died ({type(exc).__name__}: {_gist(exc)})")
                 return
 
-    async def _probe(self, desktop: Desktop) -> bool:
+    async def _probe(self, desktop: PooledDesktop) -> bool:
         """Whether the desktop's actor answers within ``probe_timeout`` that its server runs; if not, the desktop
         is lost (and replaced)."""
         if desktop.status == GONE:
@@ -502,7 +502,7 @@ class DesktopPool:
             self._lose(desktop, reason)
         return bool(alive)
 
-    def _start_failed(self, desktop: Desktop, exc: BaseException) -> None:
+    def _start_failed(self, desktop: PooledDesktop, exc: BaseException) -> None:
         exc = getattr(exc, "cause", None) or exc  # Ray's wrapper of what the actor raised: the error itself
         cause = exc if isinstance(exc, HciEnvsError) else ProviderError(f"{type(exc).__name__}: {_gist(exc)}")
         with self._changed:
@@ -513,7 +513,7 @@ class DesktopPool:
             self._notify()
         self._lose(desktop, f"it did not start: {_gist(cause)}")
 
-    def _lose(self, desktop: Desktop, reason: str) -> None:
+    def _lose(self, desktop: PooledDesktop, reason: str) -> None:
         """The desktop is gone (from any thread): end its claim, dispose of its actor, start a replacement."""
         with self._changed:
             if desktop.status == GONE:
@@ -529,7 +529,7 @@ class DesktopPool:
             claim._end(desktop.lost_error())
         self._spawn(self._replace(desktop))
 
-    async def _replace(self, desktop: Desktop) -> None:
+    async def _replace(self, desktop: PooledDesktop) -> None:
         # The replacement starts at once: Ray places it wherever a unit of hci_desktop is free, which is
         # already true when the node is gone, and true once the old actor is killed when it is not.
         self._spawn(self._forget(desktop))
@@ -540,13 +540,13 @@ class DesktopPool:
             delay = min(30.0, 0.5 * 2 ** (self._failures_in_a_row - 1)) if self._failures_in_a_row else 0.0
         await self._add_desktop(delay)
 
-    async def _forget(self, desktop: Desktop) -> None:
+    async def _forget(self, desktop: PooledDesktop) -> None:
         await self._dispose(desktop, self.probe_timeout)
         with self._lock:
             if desktop in self._desktops:
                 self._desktops.remove(desktop)
 
-    async def _dispose(self, desktop: Desktop, grace: float) -> None:
+    async def _dispose(self, desktop: PooledDesktop, grace: float) -> None:
         """Stop the desktop's server (waiting at most ``grace`` seconds: a lost node does not answer) and kill
         its actor. A desktop that never started is only killed: its actor may not even be placed."""
         if desktop.base_url:
@@ -578,7 +578,7 @@ class DesktopPool:
                 self._changed.wait(remaining)
             self._filling = False
 
-    async def _shut_down(self, desktops: list[Desktop]) -> None:
+    async def _shut_down(self, desktops: list[PooledDesktop]) -> None:
         for task in list(self._tasks):
             if task is not asyncio.current_task():
                 task.cancel()

@@ -8,7 +8,7 @@ so a step's screenshot changes with its action; its input is recorded in :attr:`
 text in :attr:`FakeDesktop.typed`; its clipboard is a dictionary, and a paste chord "pastes" it into
 ``typed``. :meth:`FakeDesktop.fail` produces a display failure on demand.
 
-It is what android_env's fake simulator is to its emulator: use it (``DesktopEnvironment(desktop="fake")``,
+It is what android_env's fake simulator is to its emulator: use it (``Environment(desktop="fake")``,
 ``hci-envs serve --desktop fake``) for tests of everything else; tests of screen, input and apps use the real
 desktop.
 """

@@ -11,7 +11,8 @@
   not loopback on a loopback-bound server (DNS rebinding).
 * :class:`HeaderTimeoutProtocol`: uvicorn's HTTP protocol with a deadline for a request's headers, from the
   moment the connection opens or the previous response ends: a client that connects and sends nothing, or
-  trickles its headers, is cut off instead of holding a connection for ever.
+  trickles its headers, is cut off instead of holding a connection for ever. It also keeps the connections
+  open now, so that the kernel is asked about a connection's owner once, not at each of its requests.
 """
 
 from __future__ import annotations
@@ -89,10 +90,28 @@ def _owner_by_netlink(client: tuple[str, int], server: tuple[str, int]) -> int |
 
 _NETLINK_WORKS = True
 
+Connection = tuple[tuple[str, int], tuple[str, int]]
+_UNTRACKED = object()
+#: The owners of the client ends of the HTTP connections open now, found at a connection's first request and
+#: forgotten when it closes (HeaderTimeoutProtocol keeps this): a socket's owner is set when it is created, so
+#: one lookup serves every request of a keep-alive connection. Only connections known to be open are kept: an
+#: address pair outlives its connection and may be someone else's later.
+_open_connections: dict[Connection, int | None] = {}
+
 
 def socket_owner(client: tuple[str, int], server: tuple[str, int]) -> int | None:
     """The uid that owns the client end of the TCP connection ``client`` -> ``server``, if that end is on
     this machine (in this network namespace); else None."""
+    known = _open_connections.get((client, server), _UNTRACKED)
+    if isinstance(known, int):
+        return known
+    owner = _look_up_owner(client, server)
+    if known is None and owner is not None:
+        _open_connections[(client, server)] = owner
+    return owner
+
+
+def _look_up_owner(client: tuple[str, int], server: tuple[str, int]) -> int | None:
     global _NETLINK_WORKS
     if _NETLINK_WORKS:
         try:
@@ -266,6 +285,10 @@ def header_timeout_protocol(timeout: float = HEADER_TIMEOUT) -> type | None:
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._header_timer: asyncio.TimerHandle | None = None
+            self._connection: Connection | None = None
+            if self.client and self.server:  # the scope's client and server, as PeerGuard reads them
+                self._connection = (tuple(self.client), tuple(self.server))
+                _open_connections[self._connection] = None
             self._arm()
 
         def _arm(self) -> None:
@@ -294,11 +317,18 @@ def header_timeout_protocol(timeout: float = HEADER_TIMEOUT) -> type | None:
 
         def handle_websocket_upgrade(self) -> None:
             self._disarm()
+            self._forget()  # the connection now belongs to a WebSocket protocol: no connection_lost comes here
             super().handle_websocket_upgrade()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            self._forget()
             super().connection_lost(exc)
+
+        def _forget(self) -> None:
+            if self._connection is not None:
+                _open_connections.pop(self._connection, None)
+                self._connection = None
 
     return HeaderTimeoutProtocol
 

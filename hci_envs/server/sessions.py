@@ -8,7 +8,7 @@ Fair share: every blocking call of a session's agent (tool calls) runs in a work
 session's own limiter, so one session's flood of slow calls waits in its own queue (without holding
 threads) while other sessions' calls start at once; a session's queue is bounded. The control plane's calls
 (reset, step, snapshot) have a limiter of their own: a reset never queues behind the agent's calls (it
-interrupts them, see DesktopEnvironment.interrupt_agent).
+interrupts them, see Environment.interrupt_agent).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ Kind = Literal["default", "ws", "api"]
 @dataclass
 class Session:
     id: str
-    env: Any  # hci_envs.env.DesktopEnvironment
+    env: Any  # hci_envs.env.Environment
     kind: Kind
     agent_token: str | None = None
     created: float = field(default_factory=time.monotonic)

@@ -76,8 +76,6 @@ class ClientMessage:
         """The message's RFB name (``KeyEvent``, ``PointerEvent``, ...)."""
         return MESSAGE_NAMES.get(self.type, str(self.type))
 
-    name = msg
-
     def to_dict(self) -> dict[str, object]:
         if self.type == KEY_EVENT:
             return {"msg": "KeyEvent", "down": self.down, "keysym": self.keysym}

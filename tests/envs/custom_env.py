@@ -4,7 +4,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from hci_envs import DesktopEnvironment, StartState, ToolOutput, tool
+from hci_envs import Environment, StartState, ToolOutput, tool
 from hci_envs.traits import BashAccess, HumanComputerInterfaceable, PythonAccess
 
 
@@ -12,7 +12,7 @@ class NotesTrait:
     """Not a Trait subclass on purpose: tools come from Trait subclasses (the environment) only."""
 
 
-class CustomEnv(HumanComputerInterfaceable, BashAccess, PythonAccess, DesktopEnvironment):
+class CustomEnv(HumanComputerInterfaceable, BashAccess, PythonAccess, Environment):
     """A desktop with a shell, Python, and a notes tool of its own."""
 
     description = "Test environment: screen, keyboard, mouse, bash, python and notes."
