@@ -49,7 +49,7 @@ async def echo(scope, receive, send) -> None:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture()
-def guarded() -> Iterator[tuple[str, Switch, list[tuple]]]:
+def guarded(monkeypatch) -> Iterator[tuple[str, Switch, list[tuple]]]:
     """A guarded server in this process; yields its URL, the uid switch and the kernel lookups it made."""
     switch, lookups = Switch(), []
     real = guards._look_up_owner
@@ -58,7 +58,7 @@ def guarded() -> Iterator[tuple[str, Switch, list[tuple]]]:
         lookups.append((client, server))
         return real(client, server)
 
-    guards._look_up_owner = counted
+    monkeypatch.setattr(guards, "_look_up_owner", counted)
     port = free_port()
     config = uvicorn.Config(guards.PeerGuard(echo, lambda: switch.uids), host="127.0.0.1", port=port,
                             http=guards.header_timeout_protocol(), log_level="warning", lifespan="on")
@@ -74,7 +74,6 @@ def guarded() -> Iterator[tuple[str, Switch, list[tuple]]]:
     finally:
         server.should_exit = True
         thread.join(10)
-        guards._look_up_owner = real
 
 
 def wait_forgotten(timeout: float = 5.0) -> None:
@@ -107,8 +106,9 @@ def test_closed_and_upgraded_connections_leave_nothing_behind(guarded):
         with httpx.Client(base_url=url, headers={"connection": "close"}) as http:
             assert http.get("/").status_code == 200
     # a connection that closes before its first request, and one cut off mid-headers
-    socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1]))).close()
-    half = socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])))
+    address = ("127.0.0.1", int(url.rsplit(":", 1)[1]))
+    socket.create_connection(address).close()
+    half = socket.create_connection(address)
     half.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
     half.close()
     # a WebSocket: the HTTP protocol hands the connection on and hears nothing of its end
