@@ -17,7 +17,7 @@ from typing import Annotated
 from pydantic import Field
 
 from hci_envs import AppState, Environment, HciEnvClient, StartState, ToolOutput, tool
-from hci_envs.checks import check_env
+from hci_envs.env.env_checker import check_env
 from hci_envs.traits import BashAccess, HumanComputerInterfaceable, PythonAccess
 
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from hci_envs.bootstrap import main
+from hci_envs.ops.bootstrap import main
 
 sys.exit(main())

@@ -33,7 +33,7 @@ frame) and back (the client raises the matching class), so the same failure read
     ├── TaskFormatError             a task file is malformed (hci_envs.tasks; also a ValueError)
     ├── EpisodeFormatError          an episode folder is malformed (recorders; also a ValueError)
     ├── VideoError                  an episode's video could not be made (recorders)
-    ├── EnvCheckError               an environment breaks the contract (hci_envs.checks; an AssertionError)
+    ├── EnvCheckError               an environment breaks the contract (hci_envs.env.env_checker; an AssertionError)
     ├── RfbError                    a VNC peer broke the RFB protocol (hci_envs.vnc)
     ├── TransportError              the server could not be reached or broke the protocol
     ├── ProviderError               a provider could not start or reach its server (also a RuntimeError)
@@ -263,7 +263,7 @@ class VideoError(HciEnvsError):
 
 
 class EnvCheckError(HciEnvsError, AssertionError):
-    """An environment class does not keep the environment contract (``hci_envs.checks.check_env``)."""
+    """An environment class does not keep the environment contract (``hci_envs.env.env_checker.check_env``)."""
 
     code = "ENV_CHECK_FAILED"
 

@@ -7,7 +7,7 @@ import shlex
 from pathlib import PurePath
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .actions.models import ImageFormat
 from .errors import require
@@ -65,6 +65,23 @@ class StartState(BaseModel):
     clipboard: str | None = None
     accessibility: bool = Field(True, description="Start the display's accessibility bus, so apps expose their "
                                 "widgets to accessibility_tree, marks and element= (xterm and Tk expose none).")
+    home_view: str | None = Field(None, description=(
+        "Where the agent's processes see their home, besides where it is: a path bound to the session's home in a "
+        "mount namespace of their own, the same for every process of the session (OSWorld's tasks expect "
+        "/home/user). HOME is that path. Needs a server running as root."))
+
+    @field_validator("home_view")
+    @classmethod
+    def _home_view_is_a_home(cls, path: str | None) -> str | None:
+        # /home/NAME only: the server (root) makes and mounts on it, so no folder anyone else may write, and
+        # no system folder (over /etc, the agent's own ld.so.preload would run in root's setpriv)
+        if path is None:
+            return None
+        parts = path.split("/")
+        if len(parts) != 3 or parts[:2] != ["", "home"] or not parts[2] or parts[2] in (".", "..") \
+                or not all(c.isalnum() or c in "._-" for c in parts[2]):
+            raise ValueError(f"home_view must be /home/NAME (a plain name), not {path!r}")
+        return path
 
 
 class ObservationSpec(BaseModel):
@@ -117,6 +134,10 @@ class Observation(BaseModel):
     text: str = ""
     data: dict[str, Any] | list[Any] | None = None
     images: list[ImageData] = []
+    #: A step given a list (a batch): each item's outcome in order, ``{"index", "status": "ok" | "error" |
+    #: "not_run", "text", "data", "images": [indexes into images], "error"}``; the batch stops at the first
+    #: item that fails, and the items after it are ``not_run``.
+    outcomes: list[dict[str, Any]] | None = None
     accessibility_tree: dict[str, Any] | None = None
     marks: list[dict[str, Any]] | None = None
     error: dict[str, Any] | None = None
@@ -133,6 +154,8 @@ class EnvState(BaseModel):
     model_config = ConfigDict(extra="allow")
     episode_id: str | None = None
     step_count: int = 0
+    seed: int | None = Field(None, description="The seed the episode was reset with (None: none given).")
+    task: str | None = Field(None, description="The id of the task the episode was reset into, if any.")
     screen_width: int = 0
     screen_height: int = 0
     mode: Mode = "simulation"

@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 
 Source = Literal["human", "agent", "both"]
 _MASK_KEYSYM = 0x2A  # "*"
+#: How long an app has to draw an action's effect before the screen is taken as what the action left (unless the
+#: next input comes sooner).
+AFTER_WINDOW = 2.0
 
 
 class Recorder:
@@ -91,6 +94,9 @@ class Recorder:
         self._thread: threading.Thread | None = None
         self._stop_reason: str | None = None
         self._recent: deque[tuple[float, dict[str, Any], tuple[tuple[int, int], ...]]] = deque(maxlen=8)
+        #: When the latest inputs that act came (keys, buttons, pastes; not bare pointer moves): the next input
+        #: after an action bounds the screen that shows its effect.
+        self._inputs: deque[float] = deque(maxlen=64)
         self._continuous: Any = None
         self._continuous_info: dict[str, Any] | None = None
         self._video_result: dict[str, Any] | None = None
@@ -121,6 +127,8 @@ class Recorder:
                        "unreduced": len(self._unreduced)},
             # input no canonical action can represent: its messages are in raw/input.jsonl
             "unreduced": [u.to_dict() for u in self._unreduced],
+            # the settled screen when the recording stopped: the end state, and the last action's after-frame
+            "final_frame": self._frames[-1][0] if self.state == "stopped" and self._frames else None,
             **({"video": {"continuous": self._continuous_info}} if self._continuous_info else {}),
         }
 
@@ -271,6 +279,8 @@ class Recorder:
             record["i"] = self._i
             self._i += 1
             self._raw.write(record)
+            if record["msg"] != "PointerEvent" or record.get("mask"):
+                self._inputs.append(record["t"])
             self._emit(self._reducer.feed(ClientMessage.from_dict(record)))
 
     def _mask(self, record: dict[str, Any]) -> None:
@@ -302,6 +312,7 @@ class Recorder:
             index = self._i
             self._i += 1
             self._raw.write({"i": index, "t": round(t_start, 6), "source": "agent", "msg": "action", "action": data})
+            self._inputs.append(t_start)
             self._recent.append((t_end, data, ()))
             result_text = "*" * len(result.text) if self.mask_text and action.type == "clipboard_get" else result.text
             self._waiting.append((ReducedAction(data, t_start, t_end, (index, index), result=result_text), "agent"))
@@ -363,13 +374,24 @@ class Recorder:
             self._capture_frame()
 
     def _write_waiting(self, final: bool) -> None:
-        """Write the actions whose after-frame exists, in order."""
+        """Write the actions whose effect on the screen is known, in order. An action's after-frame is the
+        screen just before the next input, or AFTER_WINDOW seconds after it ended if no input came sooner: an
+        app may draw its answer in stages, or late on a busy machine (a save whose title changes a moment after
+        a caret blink was captured), and the first quiet screen after the action can be from before its effect."""
         now = self.now()
         while self._waiting:
             action, source = self._waiting[0]
-            before, after = frame_pair(self._frames, action.t_start, action.t_end)
+            until = action.t_end + AFTER_WINDOW
+            later = [t for t in self._inputs if t > action.t_end]
+            if len(self._waiting) > 1:
+                later.append(self._waiting[1][0].t_start)
+            if later:
+                until = min(until, min(later))
+            if not final and now < until:
+                break  # the screen may show more of its effect yet
+            before, after = frame_pair(self._frames, action.t_start, action.t_end, until)
             if after is None:
-                if not final and now - action.t_end < 2.0:
+                if not final and now - action.t_end < AFTER_WINDOW:
                     break  # wait for the screen to settle after it
                 after = self._frames[-1][0] if self._frames else None
             self._waiting.pop(0)

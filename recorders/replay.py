@@ -17,6 +17,17 @@ from hci_envs.plugins import load_env_class
 from .store import Episode, load_episode
 
 
+#: How long a replayed step's screen may take to come to the recorded one (unless the next step is due sooner),
+#: and the last screen after the last step. The end state is waited for longer, and through a pause in the
+#: drawing as long: nothing comes after it to bound it, and it is the screen a replay is judged by.
+STEP_WAIT = 2.0
+FINAL_WAIT = 6.0
+#: How long an action may take to change the screen at all, and how long the screen may rest between two
+#: stages of an app's drawing, before the screen is taken as what the action left.
+EFFECT_WAIT = 1.0
+PATIENCE = 1.0
+
+
 @dataclass
 class StepReport:
     index: int
@@ -70,6 +81,29 @@ def screen_match(image: Any, recorded: Path, mask: list[tuple[int, int, int, int
     return round(1 - diff.histogram()[255] / (reference.width * reference.height), 6)
 
 
+def converged_match(desktop: Any, recorded: Path, mask: Any, *, since: float, quiet: float,
+                    budget: float, patience: float = PATIENCE) -> float:
+    """How closely the screen comes to a recorded frame once the replayed action has shown its effect.
+
+    The app may answer later than it did when the episode was recorded (a busy machine): a screen taken as
+    soon as it is quiet can be from before the action's effect (a save whose title changes a moment after the
+    keys were handled) or between two stages of its drawing. So the screen is compared when it has changed
+    after ``since`` (the action's start) and settled, and again after each later change, until it matches
+    exactly, nothing more changes for ``patience`` seconds, or ``budget`` seconds have passed. The best match is
+    the answer: the replay reached that screen."""
+    events = desktop.events
+    deadline = time.monotonic() + budget
+    events.wait_settled(min(quiet, budget), budget, since=since, effect=min(EFFECT_WAIT, budget))
+    best = 0.0
+    while True:
+        seen = events.damage_generation()
+        best = max(best, screen_match(desktop.screen.capture(fmt="png"), recorded, mask))
+        left = deadline - time.monotonic()
+        if best == 1.0 or left <= 0 or seen is None or not events.wait_for_damage(seen, min(patience, left)):
+            return best
+        events.wait_settled(min(quiet, left), max(0.0, deadline - time.monotonic()))
+
+
 def episode_video(episode: Episode) -> str | None:
     """The path of the episode's video (meta.json's ``video.file``), if it is there."""
     video = episode.meta.get("video")
@@ -119,6 +153,7 @@ def replay_episode(
                     time.sleep(delay)
             lateness = ((time.monotonic() - start) - scheduled) * 1000 if timing else 0.0
             step = StepReport(record["index"], record["action"]["type"], round(scheduled, 4), round(lateness, 2))
+            ran_at = time.monotonic()
             try:
                 executor.run(record["action"])
             except HciEnvsError as exc:
@@ -126,19 +161,21 @@ def replay_episode(
             # a frame the next step shares shows the screen after both: compare it after the last of them
             shared_on = n + 1 < len(actions) and actions[n + 1].get("frame_shared_with") is not None
             if compare and record.get("frame_after") and not shared_on:
+                budget, patience = STEP_WAIT, PATIENCE
                 if n + 1 < len(actions):
                     next_at = (actions[n + 1]["t_start"] - t_first) / speed
-                    budget = max(0.0, next_at - (time.monotonic() - start)) if timing else 2.0
-                else:
-                    budget = 2.0
-                env.desktop.events.wait_settled(min(settle_quiet, budget), min(2.0, budget))
-                step.match = screen_match(env.desktop.screen.capture(fmt="png"), ep.frame(record["frame_after"]), mask)
+                    if timing:
+                        budget = min(STEP_WAIT, max(0.0, next_at - (time.monotonic() - start)))
+                else:  # its after-frame is the end state (see store.end_at_stop)
+                    budget = patience = FINAL_WAIT
+                step.match = converged_match(env.desktop, ep.frame(record["frame_after"]), mask, since=ran_at,
+                                             quiet=settle_quiet, budget=budget, patience=patience)
             report.steps.append(step)
         if compare and actions:
             last = actions[-1].get("frame_after")
             if last:
-                env.desktop.events.wait_settled(settle_quiet, 3.0)
-                report.final_match = screen_match(env.desktop.screen.capture(fmt="png"), ep.frame(last), mask)
+                report.final_match = converged_match(env.desktop, ep.frame(last), mask, since=ran_at,
+                                                     quiet=settle_quiet, budget=FINAL_WAIT, patience=FINAL_WAIT)
     finally:
         if own_env:
             env.close()

@@ -1,7 +1,8 @@
 """The episode folder: what a recording leaves on disk, written append-only and read back with checks.
 
     EPISODE/
-      meta.json          schema version, environment, task, screen size, image digest, clock origin, start state
+      meta.json          schema version, environment, task, screen size, image digest, clock origin, start state,
+                         final_frame (the settled screen at the stop: the end state)
       raw/input.jsonl    every input message as it arrived: {"i", "t", "source", "msg", ...fields}
       actions.jsonl      canonical actions: {"index", "action", "t_start", "t_end", "raw": [i0, i1],
                          "frame_before", "frame_after", "source", "pre_move"?, "frame_shared_with"?,
@@ -16,6 +17,11 @@ screen after each of them alone was never captured.
 Times are seconds since the clock origin (a monotonic clock; meta.json also records the wall time it
 corresponds to). Every line is flushed as it is written, so a recorder killed mid-episode leaves files that
 read back up to its last event.
+
+Besides :func:`load_episode` (the whole episode, checked), the server's collection page reads episodes as they
+are written, without checks that would fail on a half-written one (:func:`summarize_episode`,
+:func:`find_video`, :func:`read_actions`), and deletes them (:func:`delete_episode`); it reaches these through
+the ``hci_envs.recorders`` entry points.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
@@ -30,12 +37,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hci_envs.actions import parse_action
-from hci_envs.errors import EpisodeFormatError, HciEnvsError
+from hci_envs.errors import ConfigError, EpisodeFormatError, EpisodeNotFoundError, HciEnvsError
 
 if TYPE_CHECKING:
     from .reducer import ReducedAction
 
 SCHEMA_VERSION = 1
+#: The video files an episode may name in meta.json, and their media types.
+VIDEO_TYPES = {".mp4": "video/mp4", ".webm": "video/webm"}
+#: Most bytes of actions.jsonl one :func:`read_actions` returns (the caller asks again for the rest).
+MAX_ACTIONS_BYTES = 256 * 1024
 
 
 class JsonlWriter:
@@ -94,15 +105,20 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def frame_pair(frames: list[tuple[str, float]], t_start: float, t_end: float) -> tuple[str | None, str | None]:
-    """The last frame captured at or before an action started and the first captured after it ended."""
-    before = after = None
+def frame_pair(frames: list[tuple[str, float]], t_start: float, t_end: float,
+               until: float | None = None) -> tuple[str | None, str | None]:
+    """The last frame captured at or before an action started, and the screen its effect left: the last frame
+    captured after it ended and no later than ``until`` (when the next input came, or the app had long enough
+    to draw), or else the first captured after it ended."""
+    before = first_after = last_after = None
     for name, t in frames:
         if t <= t_start:
             before = name
-        elif after is None and t > t_end:
-            after = name
-    return before, after
+        elif t > t_end:
+            first_after = first_after or name
+            if until is not None and t <= until:
+                last_after = name
+    return before, last_after or first_after
 
 
 class StepWriter:
@@ -212,7 +228,28 @@ def load_episode(path: str | Path, *, allow_torn_tail: bool = True) -> Episode:
             if name is not None and not (root / "frames" / name).exists():
                 raise EpisodeFormatError(f"{where}: {key} {name!r} is not in frames/", file=str(actions_path),
                                          line=number, field=key)
+    final = meta.get("final_frame")
+    if final is not None:
+        if not isinstance(final, str) or "/" in final or not (root / "frames" / final).is_file():
+            raise EpisodeFormatError(f"{meta_path}: final_frame {final!r} is not in frames/", file=str(meta_path),
+                                     field="final_frame")
+        end_at_stop(actions, final)
     return Episode(root, meta, raw, actions)
+
+
+def end_at_stop(actions: list[dict[str, Any]], final: str) -> None:
+    """The last action's after-frame is the screen when the recording stopped: no input came after it. The
+    recorder wrote it sooner (AFTER_WINDOW seconds after the action, so that the collection page lists it
+    live), and an app that drew its answer later (a busy machine) is only on the final frame. The steps that
+    share the last one's frames share the final frame too."""
+    if not actions:
+        return
+    last = actions[-1]
+    pair = (last.get("frame_before"), last.get("frame_after"))
+    for record in reversed(actions):
+        if (record.get("frame_before"), record.get("frame_after")) != pair:
+            break
+        record["frame_after"] = final
 
 
 def new_episode_dir(root: Path, name: str | None = None) -> Path:
@@ -228,3 +265,92 @@ def new_episode_dir(root: Path, name: str | None = None) -> Path:
     (path / "raw").mkdir()
     (path / "frames").mkdir()
     return path
+
+
+# -- episodes as they are written: read without checks, and deleted -------------------------------------------
+def read_meta(path: Path) -> dict[str, Any] | None:
+    """The episode's meta.json, or None if it cannot be read (deleted, or not written yet)."""
+    try:
+        meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def video_file(path: Path, meta: dict[str, Any] | None) -> Path | None:
+    """The episode's video, as meta.json names it (``"video": {"file": NAME}``, a path inside the folder), if
+    it is a regular file of a known type inside the episode folder."""
+    video = (meta or {}).get("video")
+    name = video.get("file") if isinstance(video, dict) else None
+    if not isinstance(name, str) or not name or name.startswith("/") or "\\" in name or "\0" in name:
+        return None
+    parts = name.split("/")
+    if any(part in ("", ".", "..") for part in parts) or Path(name).suffix.lower() not in VIDEO_TYPES:
+        return None
+    target = path.joinpath(*parts)
+    try:
+        if target.is_symlink() or not target.is_file():
+            return None
+        target.resolve().relative_to(path.resolve())
+    except (OSError, ValueError):
+        return None
+    return target
+
+
+def find_video(path: Path) -> tuple[Path, str] | None:
+    """The episode's video (see :func:`video_file`) and its media type."""
+    video = video_file(path, read_meta(path))
+    return (video, VIDEO_TYPES[video.suffix.lower()]) if video is not None else None
+
+
+def summarize_episode(path: Path) -> dict[str, Any] | None:
+    """What meta.json says of the episode at ``path`` (task, state, times, counts, screen, video), or None if it
+    cannot be read."""
+    meta = read_meta(path)
+    if meta is None:
+        return None
+    counts = meta.get("counts") or {}
+    video = video_file(path, meta)
+    return {
+        "name": path.name,
+        "task": meta.get("task"),
+        "state": meta.get("state"),
+        "started": (meta.get("clock_origin") or {}).get("wall"),
+        "ended": meta.get("ended"),
+        "actions": counts.get("actions"),
+        "frames": counts.get("frames"),
+        "screen": meta.get("screen"),
+        "video": {"file": video.name, "type": VIDEO_TYPES[video.suffix.lower()]} if video else None,
+    }
+
+
+def read_actions(path: Path, cursor: int) -> tuple[list[dict[str, Any]], int]:
+    """Complete lines of the episode's actions.jsonl from byte ``cursor`` on (at most MAX_ACTIONS_BYTES), and
+    the next cursor."""
+    try:
+        with open(path / "actions.jsonl", "rb") as f:
+            if cursor > 0:
+                f.seek(cursor - 1)
+                if f.read(1) != b"\n":
+                    raise ConfigError("cursor: not the start of a line of this episode's actions", field="cursor")
+            data = f.read(MAX_ACTIONS_BYTES)
+    except FileNotFoundError:
+        return [], 0
+    end = data.rfind(b"\n") + 1
+    actions = []
+    for line in data[:end].splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            actions.append(record)
+    return actions, cursor + end
+
+
+def delete_episode(root: Path, path: Path) -> None:
+    """Delete the episode folder ``path``, which must be a folder of the episodes folder ``root``."""
+    if path.is_symlink() or path.parent.resolve() != root.resolve():
+        raise EpisodeNotFoundError(f"{path.name!r} is not in the server's episodes folder", name=path.name)
+    if path.exists():
+        shutil.rmtree(path, ignore_errors=False)

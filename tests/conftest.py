@@ -5,6 +5,20 @@ display (the control plane, MCP, CodeAct, the clients) run on the declared test 
 (``--desktop fake``, :mod:`hci_envs.desktop.fake`), which needs no X. A test whose parts
 are missing is skipped on a developer machine, but with ``HCI_ENVS_STRICT=1`` (set by the README's test
 command and therefore by CI) it fails instead, and any skip at all fails the run.
+
+Every test has exactly one tier, a marker that says what it needs (``pytest -m fake`` runs one tier alone):
+
+* ``fake``: no X server: the fake desktop, the server in this process (the ``fake_app`` fixture) or as a
+  process (``fake_server``, for what needs a real process or socket), pure-Python units;
+* ``x11``: real Xvfb desktops with the Tk probe, xterm and the test apps;
+* ``apps``: real applications (mousepad, LibreOffice, the task suite);
+* ``browser``: Debian's chromium;
+* ``osworld``: OSWorld's own harness (``desktop-env``, in ``.venv-osworld``) driving real desktops;
+* ``docker``: the Docker daemon and the project's images;
+* ``ray``: a local Ray cluster.
+
+Mostly a module's ``pytestmark``; a module that mixes tiers marks each test instead (``helpers.by_app`` marks
+the parameters of a test run once per app). A test with no tier, or with two, stops the collection.
 """
 
 from __future__ import annotations
@@ -19,7 +33,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from helpers import Probe, ServerProcess  # noqa: E402
+from helpers import AppServer, Probe, ServerProcess  # noqa: E402
 
 STRICT = os.environ.get("HCI_ENVS_STRICT") == "1"
 _skipped: list[str] = []
@@ -37,6 +51,23 @@ def need(condition: bool, why: str) -> None:
 def need_programs(*programs: str) -> None:
     missing = [p for p in programs if shutil.which(p) is None]
     need(not missing, f"programs not installed: {', '.join(missing)}")
+
+
+#: The tiers, in the order CI runs them (hci_envs/ops/bootstrap.py); registered in pyproject.toml.
+TIERS = ("fake", "x11", "apps", "browser", "osworld", "docker", "ray")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: a test with no tier would otherwise never run in any tier
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    wrong = []
+    for item in items:
+        tiers = sorted({mark.name for mark in item.iter_markers() if mark.name in TIERS})
+        if len(tiers) != 1:
+            wrong.append(f"  {item.nodeid}: {', '.join(tiers) if tiers else 'no tier'}")
+    if wrong:
+        raise pytest.UsageError(
+            f"every test needs exactly one tier marker ({', '.join(TIERS)}; see tests/conftest.py), and "
+            f"{len(wrong)} have none or several:\n" + "\n".join(wrong))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -91,11 +122,25 @@ def probe_server(x11: None, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         server.stop()
 
 
+#: What ``fake_app`` and ``fake_server`` serve: the workstation on the fake desktop.
+FAKE_SERVE = ("--env", "workstation", "--desktop", "fake", "--max-sessions", "8")
+
+
+@pytest.fixture(scope="module")
+def fake_app() -> Iterator[AppServer]:
+    """``hci-envs serve --desktop fake`` built in this process and reached without a socket (helpers.AppServer:
+    ``.http()``, ``.ws()``, ``.mcp()``, ``.base_url``), shared by a module's tests: for tests of the control
+    plane, MCP and CodeAct over HTTP and WebSocket that need no real screen, process or socket."""
+    with AppServer(*FAKE_SERVE) as server:
+        yield server
+
+
 @pytest.fixture(scope="module")
 def fake_server() -> Iterator[ServerProcess]:
-    """``hci-envs serve --desktop fake`` (no X; the declared test seam), shared by a module's tests: for tests
-    of the control plane, MCP, CodeAct and the clients that need no real screen."""
-    server = ServerProcess("--env", "workstation", "--desktop", "fake", "--max-sessions", "8")
+    """The same server as ``fake_app``, as a real ``hci-envs serve`` process on a real socket: for tests whose
+    point is the process or the socket (the clients, which open their own connections; another process's
+    client; signals; serve's output)."""
+    server = ServerProcess(*FAKE_SERVE)
     server.start()
     try:
         yield server

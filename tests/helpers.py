@@ -1,4 +1,5 @@
-"""Helpers shared by the tests and the benchmarks: the probe app, a server process, an MCP client."""
+"""Helpers shared by the tests and the benchmarks: the probe app, a server process or one in this process, an MCP
+client."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from hci_envs.checks import process_alive as alive
+from hci_envs.env.env_checker import process_alive as alive
 
 HERE = Path(__file__).resolve().parent
 PROBE = HERE / "apps" / "tk_probe.py"
@@ -103,7 +104,7 @@ def free_port() -> int:
 
 
 def hci_envs_command() -> list[str]:
-    return [sys.executable, "-m", "hci_envs.cli"]
+    return [sys.executable, "-m", "hci_envs.ops.cli"]
 
 
 class ServerProcess:
@@ -169,6 +170,164 @@ class ServerProcess:
 
     def http(self, **kwargs: Any) -> httpx.Client:
         return httpx.Client(base_url=self.base_url, timeout=30.0, **kwargs)
+
+
+def serve_config(*args: str, port: int) -> Any:
+    """The ServerConfig ``hci-envs serve ARGS --port PORT`` runs with."""
+    from hci_envs.ops import cli
+
+    return cli.serve_config(cli.build_parser().parse_args(["serve", *args, "--port", str(port)]), port)
+
+
+class AppServer:
+    """``hci-envs serve`` built in this process (``create_app``) and reached without a socket, through Starlette's
+    TestClient: requests, WebSockets and MCP calls run on the app's own event loop (a thread of the TestClient),
+    whose lifespan (the MCP session managers, the default session, the reaper) runs for as long as the server is
+    up. The same face as ServerProcess where a test needs no process: ``base_url``, ``http()``, plus ``ws()``
+    and ``mcp()`` for what would open a socket. Nothing listens on ``base_url``'s port (it is held, bound and
+    not listening, so that a stray real connection is refused rather than reaching another server).
+
+    The guards run as they do behind uvicorn. The requests come from the TestClient's peer ``testclient``, not
+    an IP address: PeerGuard finds no socket of this machine for it and lets it through as it would a client on
+    another machine; HostGuard sees the Host and Origin headers each request sends. What needs the real process
+    or socket (the peer guard's kernel lookup, signals, serve's output, clients in another process) stays on
+    ServerProcess.
+    """
+
+    def __init__(self, *args: str, spare_flag: bool = True) -> None:
+        given = not spare_flag or any(a in ("--spare", "--no-spare") for a in args)
+        self.args = [*([] if given else ["--no-spare"]), *args]  # as ServerProcess: no spares unless asked
+        self._held = socket.socket()
+        self._held.bind(("127.0.0.1", 0))
+        self.port = self._held.getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.app: Any = None
+        self.client: Any = None
+
+    def start(self) -> AppServer:
+        from starlette.testclient import TestClient
+
+        from hci_envs.server.app import create_app
+
+        try:
+            config = serve_config(*self.args, port=self.port)
+            if config.orphan_timeout is not None:  # it would end this process, the test run, with SIGTERM
+                raise AssertionError("an in-process server cannot exit on its orphan timeout: use ServerProcess")
+            self.app = create_app(config)
+            client = TestClient(self.app, base_url=self.base_url)
+            client.__enter__()  # runs the lifespan
+        except BaseException:
+            self._held.close()
+            raise
+        self.client = client
+        return self
+
+    def stop(self) -> None:
+        try:
+            if self.client is not None:
+                self.client.__exit__(None, None, None)
+                self.client = None
+        finally:
+            self._held.close()
+
+    def __enter__(self) -> AppServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def hci(self) -> Any:
+        """The server's HciServer (its sessions, config)."""
+        return self.app.hci
+
+    def path(self, url_or_path: str) -> str:
+        """A path of this server, from a path or from a URL the server gave (``mcp_url``, ...)."""
+        return url_or_path.replace("ws://", "http://", 1).removeprefix(self.base_url) or "/"
+
+    def http(self, **kwargs: Any) -> Any:
+        """An httpx2 client (httpx's successor, which the TestClient and the MCP SDK are built on; the same API as
+        ServerProcess.http()'s httpx client) whose requests go to the app."""
+        import httpx2
+
+        return httpx2.Client(base_url=self.base_url, transport=_borrowed(self.client._transport),
+                             timeout=kwargs.pop("timeout", 30.0), **kwargs)
+
+    @contextlib.contextmanager
+    def ws(self, path: str = "/ws", headers: dict[str, str] | None = None) -> Iterator[InProcessWebSocket]:
+        """A WebSocket to ``path`` (a path or one of the server's URLs), with websockets' send/recv."""
+        url = self.base_url.replace("http://", "ws://", 1) + self.path(path)  # a whole URL: its Host is the server's
+        with self.client.websocket_connect(url, headers=dict(headers or {})) as session:
+            yield InProcessWebSocket(session)
+
+    def mcp(self, url_or_path: str = "/mcp", token: str | None = None, mode: str = "auto") -> McpClient:
+        """The official MCP client (McpClient) on an MCP endpoint of this server."""
+        return McpClient(self.base_url + self.path(url_or_path), token, mode,
+                         transport=_async_bridge(self.client._transport))
+
+
+def _borrowed(transport: Any) -> Any:
+    """The TestClient's transport, lent to another client: closing that client leaves it open."""
+    import httpx2
+
+    class Borrowed(httpx2.BaseTransport):
+        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+            return transport.handle_request(request)
+
+    return Borrowed()
+
+
+def _async_bridge(transport: Any) -> Any:
+    """An async transport (what the MCP SDK's client takes) onto the TestClient's: each request goes to the app's
+    event loop from a worker thread, and its whole response comes back (the server answers MCP with plain JSON)."""
+    import httpx2
+
+    class AsyncBridge(httpx2.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+            forwarded = httpx2.Request(request.method, request.url, headers=request.headers,
+                                       content=await request.aread())
+
+            def call() -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+                response = transport.handle_request(forwarded)
+                try:
+                    return response.status_code, response.headers.raw, response.read()
+                finally:
+                    response.close()
+
+            status, headers, content = await asyncio.to_thread(call)
+            # the content is decoded and whole: its length and encoding are httpx2's to set again
+            kept = [(k, v) for k, v in headers
+                    if k.lower() not in (b"content-length", b"content-encoding", b"transfer-encoding")]
+            return httpx2.Response(status, headers=kept, content=content, request=request)
+
+    return AsyncBridge()
+
+
+class InProcessWebSocket:
+    """A TestClient WebSocket session with the face of websockets' sync client: send() and recv(timeout)."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+
+    def send(self, message: str | bytes) -> None:
+        if isinstance(message, bytes):
+            self.session.send_bytes(message)
+        else:
+            self.session.send_text(message)
+
+    def recv(self, timeout: float | None = None) -> str | bytes:
+        import anyio
+
+        async def receive() -> Any:
+            with anyio.fail_after(timeout):
+                return await self.session._send_rx.receive()
+
+        message = self.session.portal.call(receive)
+        self.session._raise_on_close(message)
+        return message["text"] if message.get("text") is not None else message["bytes"]
+
+    def close(self) -> None:
+        self.session.close()
 
 
 def descendants(pid: int) -> list[int]:
@@ -255,8 +414,9 @@ def processes_named(*names: str) -> dict[int, str]:
 class McpClient:
     """A synchronous face on the official ``mcp`` SDK client (its event loop runs in a thread)."""
 
-    def __init__(self, url: str, token: str | None = None, mode: str = "auto") -> None:
+    def __init__(self, url: str, token: str | None = None, mode: str = "auto", transport: Any = None) -> None:
         self.url, self.token, self.mode = url, token, mode
+        self.transport = transport  # an httpx2 transport (AppServer's, to a server in this process); None: a socket
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self.client: Any = None
@@ -296,7 +456,7 @@ class McpClient:
 
         self._closing = asyncio.Event()
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60.0)) as http:
+        async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60.0), transport=self.transport) as http:
             async with Client(streamable_http_client(self.url, http_client=http), mode=self.mode) as client:
                 self.client = client
                 await self._closing.wait()
@@ -434,6 +594,21 @@ TYPING_COMMANDS = {
     "chromium": ["chromium", "--no-first-run", "--disable-gpu", "--window-position=0,0", "--window-size=1280,800",
                  _TEXTAREA],
 }
+
+
+#: The tier (see tests/conftest.py) a test needs for each app it starts: the Tk test apps, the animation and xterm
+#: run on any X desktop; mousepad and LibreOffice are real applications; chromium is the browser tier.
+APP_TIERS = {"tk": "x11", "animation": "x11", "xterm": "x11", "mousepad": "apps", "libreoffice": "apps",
+             "chromium": "browser"}
+
+
+def by_app(*apps: str, values: dict[str, Any] | None = None) -> list[Any]:
+    """Parameters for ``parametrize("app", ...)``, one per app, each marked with the tier that app needs
+    (``values``: what the test gets for each app, if not its name)."""
+    import pytest
+
+    return [pytest.param(app if values is None else values[app], marks=getattr(pytest.mark, APP_TIERS[app]), id=app)
+            for app in apps]
 
 
 def window_title(env: Any) -> str:

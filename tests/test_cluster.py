@@ -28,7 +28,7 @@ from conftest import need
 from helpers import PROBE, McpClient, agent_writable_dir, descendants, frozen, processes_named, wait_until
 
 from hci_envs import AsyncHciEnvClient, HciEnvClient
-from hci_envs.checks import process_alive
+from hci_envs.env.env_checker import process_alive
 from hci_envs.errors import (
     ConfigError,
     DesktopLostError,
@@ -105,13 +105,13 @@ def started(pid: int) -> tuple[int, str] | None:
 def desktop_processes(probe_app: list[str]) -> set[tuple[int, str]]:
     """Every process of the pool's desktops: the servers (their command line names the probe) and all they
     started (Xvfb, openbox, x11vnc, the probe)."""
-    servers = [pid for pid, cmd in processes_named(probe_app[1]).items() if "hci_envs.cli" in cmd]
+    servers = [pid for pid, cmd in processes_named(probe_app[1]).items() if "hci_envs.ops.cli" in cmd]
     found = {started(pid) for server in servers for pid in (server, *descendants(server))}
     return {p for p in found if p is not None}
 
 
 def servers_among(processes: set[tuple[int, str]]) -> int:
-    return sum(1 for pid, _ in processes if "hci_envs.cli" in Path(f"/proc/{pid}/cmdline").read_text())
+    return sum(1 for pid, _ in processes if "hci_envs.ops.cli" in Path(f"/proc/{pid}/cmdline").read_text())
 
 
 def assert_all_gone(processes: set[tuple[int, str]]) -> None:
@@ -145,6 +145,7 @@ def pool_of(probe_app: list[str], **kwargs) -> DesktopPool:
 
 
 # -- claims, releases, resets ----------------------------------------------------------------------------
+@pytest.mark.ray
 def test_a_pool_spreads_over_the_nodes_and_lends_desktops_that_work(cluster, probe_app):
     pool = pool_of(probe_app)
     try:
@@ -209,6 +210,7 @@ def test_a_pool_spreads_over_the_nodes_and_lends_desktops_that_work(cluster, pro
         "every actor is gone, its unit of hci_desktop free again"
 
 
+@pytest.mark.ray
 def test_the_async_api_claims_resets_in_a_batch_and_wakes_a_waiting_claim(cluster, probe_app):
     async def drive(pool: DesktopPool) -> None:
         cancelled = asyncio.create_task(pool.claim_async())
@@ -271,6 +273,7 @@ def restored_on(pool: DesktopPool, node_id: str) -> bool:
     return s["ready"] + s["claimed"] == 3 and s["nodes"] == {node_id: 3}
 
 
+@pytest.mark.ray
 def test_a_node_removed_mid_episode_ends_its_claims_and_the_pool_refills_elsewhere(cluster, probe_app):
     pool = pool_of(probe_app)
     try:
@@ -301,6 +304,7 @@ def test_a_node_removed_mid_episode_ends_its_claims_and_the_pool_refills_elsewhe
     assert_all_gone(processes)
 
 
+@pytest.mark.ray
 def test_a_frozen_node_cannot_hang_a_step(cluster, probe_app):
     """A node that stops answering (every process of it frozen, its sockets open) is declared dead by Ray's
     health checks; the pool then cuts the claim's connection, so the step blocked on it raises."""
@@ -333,6 +337,7 @@ def test_a_frozen_node_cannot_hang_a_step(cluster, probe_app):
     assert_all_gone(processes)
 
 
+@pytest.mark.ray
 def test_a_server_that_hangs_while_its_node_lives_is_lost_at_the_step_timeout(cluster, probe_app):
     """Ray sees nothing wrong (node and actor answer) but the desktop's server is frozen: the step's timeout
     makes the pool ask the server's /health, and a silent server is a lost desktop, replaced, never lent again."""
@@ -342,7 +347,7 @@ def test_a_server_that_hangs_while_its_node_lives_is_lost_at_the_step_timeout(cl
         env = pool.claim()
         env.reset()
         (server,) = (pid for pid in descendants(env._desktop.actor_pid)
-                     if "hci_envs.cli" in Path(f"/proc/{pid}/cmdline").read_text())
+                     if "hci_envs.ops.cli" in Path(f"/proc/{pid}/cmdline").read_text())
         with frozen(server):
             with pytest.raises(DesktopLostError, match="did not answer /health") as lost:
                 env.step({"type": "wait", "ms": 20})
@@ -360,6 +365,7 @@ def test_a_server_that_hangs_while_its_node_lives_is_lost_at_the_step_timeout(cl
 
 
 # -- containers, bad input, the missing extra ----------------------------------------------------------
+@pytest.mark.docker
 def test_desktops_as_containers_through_the_docker_provider(cluster):
     try:
         import docker
@@ -371,7 +377,7 @@ def test_desktops_as_containers_through_the_docker_provider(cluster):
     from hci_envs.providers.docker import LABEL
 
     def containers() -> list:
-        return client.containers.list(all=True, filters={"label": LABEL})
+        return client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True)
 
     # a container exits after `orphan_timeout` seconds without a client, unless its actor keeps calling it
     with DesktopPool(image=PROBE_IMAGE, size=1, spares=0, mem_limit="1g", cpus=1.0, orphan_timeout=4) as pool:
@@ -396,6 +402,7 @@ def test_desktops_as_containers_through_the_docker_provider(cluster):
     assert not containers(), "the pool's container is gone"
 
 
+@pytest.mark.ray
 def test_bad_settings_and_desktops_that_cannot_start_are_clear_errors(cluster, probe_app):
     for bad in ({"size": 0}, {"size": 2.5}, {"size": 1, "spares": -1}, {"size": 1, "claim_timeout": 0}):
         with pytest.raises(ConfigError):
@@ -412,6 +419,7 @@ def test_bad_settings_and_desktops_that_cannot_start_are_clear_errors(cluster, p
     assert wait_until(lambda: ray.available_resources().get("hci_desktop") == 2 * DESKTOPS_PER_NODE, timeout=30)
 
 
+@pytest.mark.fake
 def test_without_ray_the_error_names_the_extra():
     # Ray is installed here, so its absence is produced by refusing its import in a fresh interpreter.
     script = ("import sys; sys.modules['ray'] = None\n"

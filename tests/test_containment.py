@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from helpers import McpClient, ServerProcess, alive, text_of, wait_until
+from helpers import McpClient, ServerProcess, alive, by_app, text_of, wait_until
 
 import hci_envs
 
@@ -98,6 +98,7 @@ def account_pids(uid: int) -> list[int]:
 
 
 # -- privilege separation --------------------------------------------------------------------------------
+@pytest.mark.x11
 def test_agent_runs_as_an_account_of_its_own_without_privileges(server):
     with session(server) as a, session(server) as b:
         assert a.state["isolation"] == "uid"
@@ -111,6 +112,7 @@ def test_agent_runs_as_an_account_of_its_own_without_privileges(server):
         assert a.uid() == ua
 
 
+@pytest.mark.x11
 def test_no_secret_in_the_agents_environment_command_lines_or_files(server):
     with session(server) as a, session(server) as b:
         secrets_ = {CONTROL, b.state["agent_token"], *b.state["vnc_secrets"].values(),
@@ -129,6 +131,7 @@ def test_no_secret_in_the_agents_environment_command_lines_or_files(server):
             assert found.strip() == "", f"a secret is readable in {found}"
 
 
+@pytest.mark.x11
 def test_the_server_refuses_the_agent_side_whatever_it_presents(server):
     """Even with a stolen token, a connection from an agent account is refused: the kernel says whose it is."""
     with session(server) as a:
@@ -177,11 +180,12 @@ def test_the_server_refuses_the_agent_side_whatever_it_presents(server):
 
 
 # -- sessions are apart ----------------------------------------------------------------------------------
+@pytest.mark.x11
 def test_sessions_cannot_read_each_others_files_cookies_or_displays(server):
     with session(server) as a, session(server) as b:
         b.out("echo private-to-b > ~/note.txt")
         listing = a.out(
-            "for d in /tmp/hci-envs-home-* /tmp/hci-envs-agent-*; do "
+            "for d in /tmp/hci-envs-home-*/own /tmp/hci-envs-agent-*/own /tmp/hci-envs-home-* /tmp/hci-envs-agent-*; do "
             "  if cat $d/note.txt $d/Xauthority >/dev/null 2>&1 || ls $d >/dev/null 2>&1; then echo READ $d; fi; "
             "done; echo HOME $HOME; echo RUN $XDG_RUNTIME_DIR")
         own = {line.split()[1] for line in listing.splitlines() if line.split()[0] in ("HOME", "RUN")}
@@ -191,7 +195,7 @@ def test_sessions_cannot_read_each_others_files_cookies_or_displays(server):
         # every display on the machine, with every cookie this agent can read: only its own opens
         opened = a.out(
             "for s in /tmp/.X11-unix/X*; do n=${s##*X}; "
-            "  for c in $XAUTHORITY /tmp/hci-envs-agent-*/Xauthority; do "
+            "  for c in $XAUTHORITY /tmp/hci-envs-agent-*/own/Xauthority; do "
             "    XAUTHORITY=$c xdpyinfo -display :$n >/dev/null 2>&1 && echo OPEN :$n; "
             "  done; "
             "done | sort -u; echo MINE $DISPLAY")
@@ -207,6 +211,7 @@ def test_sessions_cannot_read_each_others_files_cookies_or_displays(server):
         assert b.out("echo still here").strip() == "still here"
 
 
+@pytest.mark.x11
 def test_opening_the_display_to_others_does_not_outlast_the_episode(server):
     with session(server) as a, session(server) as b:
         display = a.out("echo $DISPLAY").strip()
@@ -218,6 +223,7 @@ def test_opening_the_display_to_others_does_not_outlast_the_episode(server):
 
 
 # -- answers ------------------------------------------------------------------------------------------------
+@pytest.mark.x11
 def test_the_checkers_answers_are_not_readable(server):
     builtin = ROOT / "hci_envs" / "tasks" / "builtin.jsonl"
     assert builtin.exists()
@@ -243,10 +249,11 @@ def test_the_checkers_answers_are_not_readable(server):
 
 
 # -- signals -------------------------------------------------------------------------------------------------
+@pytest.mark.x11
 def test_the_server_and_its_watchdog_cannot_be_signalled(server):
     from helpers import processes_named
 
-    watchdogs = [p for p in processes_named("watchdog.py") if p in server.children()]
+    watchdogs = [p for p in processes_named("watchdog_process.py") if p in server.children()]
     xvfb = [p for p in processes_named("Xvfb") if p in server.children()]
     assert watchdogs and xvfb
     targets = [server.proc.pid, *watchdogs, *xvfb]
@@ -283,6 +290,7 @@ def _sleepers(uid: int) -> list[int]:
     return out
 
 
+@pytest.mark.x11
 def test_daemons_do_not_survive_reset_or_close(server):
     with control(server) as http:
         with session(server) as a:
@@ -323,6 +331,7 @@ print('left', left, 'queue', queue, 'segments', len(segments))
 """
 
 
+@pytest.mark.x11
 def test_nothing_the_agent_stashes_outlives_the_episode(server):
     """Files in shared writable places, POSIX message queues and System V shared memory are gone at reset:
     the next episode (or session) on the same account finds nothing of this one."""
@@ -337,6 +346,24 @@ def test_nothing_the_agent_stashes_outlives_the_episode(server):
         assert left.strip() == "left [] queue -1 segments 0", left
 
 
+@pytest.mark.x11
+def test_the_agent_cannot_put_a_symlink_where_the_server_works_as_itself(server, tmp_path):
+    """Its home and runtime folder are its own, but it cannot rename them away and put a symlink in their place:
+    the server empties and fills the home at reset as itself, and would follow one into a folder of root's."""
+    victim = tmp_path / "roots-folder"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("root's")
+    with session(server) as a:
+        out = a.out(f"for d in \"$HOME\" \"$XDG_RUNTIME_DIR\"; do mv \"$d\" \"$d.moved\" 2>/dev/null && "
+                    f"ln -s {victim} \"$d\" && echo SWAPPED $d; done; echo done")
+        assert "SWAPPED" not in out, out
+        with control(server) as http:
+            assert http.post(f"/sessions/{a.state['session_id']}/reset", json={}).status_code == 200
+        assert a.out("echo ok > ~/after.txt && cat ~/after.txt").strip() == "ok"
+    assert [p.name for p in victim.iterdir()] == ["keep.txt"] and (victim / "keep.txt").read_text() == "root's"
+
+
+@pytest.mark.x11
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
 def test_daemons_do_not_survive_the_server(x11, how):
     proc = ServerProcess("--env", "workstation", "--agent-tokens")
@@ -368,6 +395,7 @@ ESCAPES = {
 }
 
 
+@pytest.mark.x11
 @pytest.mark.parametrize("escape", sorted(ESCAPES))
 def test_codeact_escapes_gain_nothing_beyond_the_agents_account(server, escape):
     with session(server, mode="code") as a:
@@ -436,6 +464,7 @@ print('read-ok', len(B.open('/etc/hostname').read()) >= 0)
 """
 
 
+@pytest.mark.x11
 @pytest.mark.parametrize("escape", sorted(ESCAPES))
 def test_codeact_without_shell_traits_cannot_start_programs_or_write(desktop_server, escape):
     with desktop_server.http() as http:
@@ -471,6 +500,7 @@ def _ws_status(base_url: str, origin: str | None, token: str | None = None) -> s
         return f"refused {type(exc).__name__}"
 
 
+@pytest.mark.x11
 @pytest.mark.parametrize("tokens", ["none", "control only", "agent only"])
 def test_foreign_and_null_origins_are_refused(x11, tokens):
     env = {"HCI_ENVS_CONTROL_TOKEN": CONTROL} if tokens == "control only" else {}
@@ -489,6 +519,7 @@ def test_foreign_and_null_origins_are_refused(x11, tokens):
         assert _ws_status(proc.base_url, None, token) == "open"  # and clients that are not browsers
 
 
+@pytest.mark.x11
 def test_a_client_that_sends_no_headers_is_cut_off(x11):
     with ServerProcess("--no-vnc", env={"HCI_ENVS_HEADER_TIMEOUT": "1"}) as proc:
         idle = socket.create_connection(("127.0.0.1", proc.port))
@@ -504,6 +535,7 @@ def test_a_client_that_sends_no_headers_is_cut_off(x11):
             assert http.get("/health").status_code == 200
 
 
+@pytest.mark.x11
 def test_vnc_secrets_are_long_and_refusals_alike(server):
     from websockets.sync.client import connect
 
@@ -528,6 +560,7 @@ def test_vnc_secrets_are_long_and_refusals_alike(server):
 
 
 # -- fair share ------------------------------------------------------------------------------------------------
+@pytest.mark.x11
 def test_one_session_flooding_does_not_starve_another(server):
     with session(server) as victim:
         flood_session = session(server)
@@ -556,6 +589,7 @@ def test_one_session_flooding_does_not_starve_another(server):
         assert all(f.done() for f in futures)
 
 
+@pytest.mark.x11
 def test_a_reset_does_not_wait_behind_the_agents_calls(server):
     """The harness resets while the agent has long commands running and more queued: the reset ends them
     instead of waiting (up to their 600 s timeouts), and calls queued in the old episode do not run in the
@@ -588,6 +622,7 @@ def test_a_reset_does_not_wait_behind_the_agents_calls(server):
         assert a.out("echo next episode").strip() == "next episode"
 
 
+@pytest.mark.x11
 def test_an_agent_cannot_catch_another_sessions_x_connections(server):
     """X clients connect to a display's abstract socket first: an agent that could bind the name of another
     session's display would receive that session's connections and their cookies."""
@@ -607,6 +642,7 @@ def test_an_agent_cannot_catch_another_sessions_x_connections(server):
         assert b.out("xdpyinfo >/dev/null && echo reached").strip() == "reached"
 
 
+@pytest.mark.x11
 def test_step_timeout_is_honoured(server):
     with control(server) as http:
         info = http.post("/sessions").json()
@@ -630,6 +666,7 @@ def test_step_timeout_is_honoured(server):
 
 
 # -- where it cannot hold ------------------------------------------------------------------------------------
+@pytest.mark.x11
 def test_without_isolation_the_server_says_so_and_stays_on_loopback(x11):
     with ServerProcess("--isolation", "none", "--no-vnc") as proc:
         assert any("isolation: none" in line for line in proc.output)
@@ -642,6 +679,7 @@ def test_without_isolation_the_server_says_so_and_stays_on_loopback(x11):
         exposed.start()
 
 
+@pytest.mark.x11
 def test_a_server_that_cannot_switch_users_says_so(x11):
     """Run as an unprivileged user (nobody), the server cannot isolate agents: it says why at start-up, in
     /metadata and in state(), and will not listen off loopback."""
@@ -663,6 +701,7 @@ def test_a_server_that_cannot_switch_users_says_so(x11):
         exposed.start()
 
 
+@pytest.mark.x11
 def test_secrets_on_the_command_line_are_refused_when_agents_share_the_machine(x11):
     proc = ServerProcess("--control-token", CONTROL, "--no-vnc")
     with pytest.raises(AssertionError, match="readable by every local user"):
@@ -698,7 +737,7 @@ PAGE = ("data:text/html,<title>before</title><button style='position:fixed;inset
         "onclick=\"document.title='clicked'\">press</button>")
 
 
-@pytest.mark.parametrize("app", ["mousepad", "chromium", "libreoffice", "animation"])
+@pytest.mark.parametrize("app", by_app("mousepad", "chromium", "libreoffice", "animation"))
 def test_real_apps_run_as_the_agent_and_take_input(x11, app):
     """A GTK editor, a browser, an office suite and an app that never stops drawing start as the session's
     account, get the agent's input, and are gone with the session."""

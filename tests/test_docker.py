@@ -21,6 +21,8 @@ from hci_envs.errors import HciEnvsError, ProviderError
 from hci_envs.providers import DockerProvider
 from hci_envs.providers.docker import LABEL
 
+pytestmark = pytest.mark.docker
+
 PROBE_IMAGE = "hci-envs-test/probe:latest"
 BASE_IMAGE = "hci-envs/base:latest"
 EDITOR_IMAGE = "hci-envs/editor:latest"
@@ -42,7 +44,7 @@ def docker_client():
         except Exception:  # noqa: BLE001
             need(False, f"the image {image}; `hci-envs image build --for-tests` builds it")
     yield client
-    left = client.containers.list(all=True, filters={"label": LABEL})
+    left = client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True)
     assert not left, f"containers left behind: {[c.name for c in left]}"
 
 
@@ -115,7 +117,7 @@ def test_a_container_episode_mcp_vnc_openenv_and_cleanup(docker_client):
         )
         assert peer.returncode == 0, peer.stdout + peer.stderr
         assert json.loads(peer.stdout.splitlines()[-1])["screenshot_width"] == 1280
-    assert not docker_client.containers.list(all=True, filters={"name": name})
+    assert not docker_client.containers.list(all=True, filters={"name": name}, ignore_removed=True)
 
 
 def test_four_containers_are_isolated(docker_client):
@@ -136,6 +138,32 @@ def test_four_containers_are_isolated(docker_client):
         assert red[i] and sum(red) == 1, f"container {i} sees {red}"
 
 
+def test_a_container_removed_while_the_orphans_are_listed_is_passed_over(docker_client):
+    """Starting a provider sweeps the orphans of dead processes, listing every provider's container; another
+    provider may remove its own in the middle of the listing (four starting and stopping at once do). Here the
+    removal is made to happen there, for real: the first inspection of the listing removes that container."""
+    from hci_envs.providers.docker import reap_orphans
+
+    other = docker_client.containers.create(BASE_IMAGE, command=["true"], labels={LABEL: "test"})
+    inspect = docker_client.api.inspect_container
+    removed = []
+
+    def remove_then_inspect(container_id, *args, **kwargs):
+        if not removed:
+            docker_client.api.remove_container(container_id, force=True)
+            removed.append(container_id)
+        return inspect(container_id, *args, **kwargs)
+
+    docker_client.api.inspect_container = remove_then_inspect
+    try:
+        assert reap_orphans(docker_client) == []
+    finally:
+        docker_client.api.inspect_container = inspect
+        for leftover in docker_client.containers.list(all=True, filters={"id": other.id}, ignore_removed=True):
+            leftover.remove(force=True)
+    assert removed == [other.id]
+
+
 def test_async_client_from_docker_image(docker_client):
     import asyncio
 
@@ -152,7 +180,7 @@ def test_async_client_from_docker_image(docker_client):
 
     name, cursor = asyncio.run(run())
     assert cursor == {"x": 21, "y": 34}
-    assert not docker_client.containers.list(all=True, filters={"name": name})
+    assert not docker_client.containers.list(all=True, filters={"name": name}, ignore_removed=True)
 
 
 def test_killed_container_gives_a_clear_error_and_is_cleaned_up(docker_client):
@@ -168,7 +196,7 @@ def test_killed_container_gives_a_clear_error_and_is_cleaned_up(docker_client):
         assert "connection" in info.value.message or "closed" in info.value.message
     finally:
         env.close()
-    assert not docker_client.containers.list(all=True, filters={"name": name})
+    assert not docker_client.containers.list(all=True, filters={"name": name}, ignore_removed=True)
 
 
 def test_image_that_never_becomes_healthy_times_out_with_its_logs(docker_client):
@@ -177,7 +205,8 @@ def test_image_that_never_becomes_healthy_times_out_with_its_logs(docker_client)
         provider.start(timeout=4)
     assert "did not become healthy" in info.value.message and "this server never starts" in info.value.message
     assert provider.container is None
-    left = docker_client.containers.list(all=True, filters={"label": LABEL, "ancestor": BASE_IMAGE})
+    left = docker_client.containers.list(all=True, filters={"label": LABEL, "ancestor": BASE_IMAGE},
+                                         ignore_removed=True)
     assert not left
 
 
@@ -186,7 +215,7 @@ def _caps(status: str) -> dict[str, str]:
 
 
 def test_inside_the_container_nothing_runs_as_root_and_capabilities_are_dropped(docker_client):
-    from hci_envs.accounts import CAPABILITIES
+    from hci_envs.sandbox.accounts import CAPABILITIES
 
     with DockerProvider(PROBE_IMAGE) as provider:
         httpx.post(provider.base_url + "/reset", json={},
@@ -219,11 +248,11 @@ def test_inside_the_container_nothing_runs_as_root_and_capabilities_are_dropped(
         assert attrs["SecurityOpt"] == ["no-new-privileges"]
         health = provider.container.attrs["Config"]["Healthcheck"]["Test"]
         assert "/health" in " ".join(health)
-        names = {c.name for c in docker_client.containers.list(filters={"health": "healthy"})}
+        names = {c.name for c in docker_client.containers.list(filters={"health": "healthy"}, ignore_removed=True)}
         deadline = time.monotonic() + 30
         while provider.container.name not in names and time.monotonic() < deadline:
             time.sleep(0.5)
-            names = {c.name for c in docker_client.containers.list(filters={"health": "healthy"})}
+            names = {c.name for c in docker_client.containers.list(filters={"health": "healthy"}, ignore_removed=True)}
         assert provider.container.name in names, "docker never saw the container healthy"
 
 
@@ -276,7 +305,7 @@ def test_openenv_from_docker_image_with_our_provider_keeps_tokens_on(docker_clie
     provider as its container provider, in OpenEnv's environment: they work, tokens on (the base URL they were
     handed carries the control token in its path), requests without it are refused, and the containers go
     when the clients close."""
-    before = {c.id for c in docker_client.containers.list(all=True)}
+    before = {c.id for c in docker_client.containers.list(all=True, ignore_removed=True)}
     peer = subprocess.run([openenv_python(), str(HERE / "openenv_peer" / "from_docker.py"), PROBE_IMAGE],
                           capture_output=True, text=True, timeout=400)
     assert peer.returncode == 0, peer.stdout + peer.stderr
@@ -292,11 +321,12 @@ def test_openenv_from_docker_image_with_our_provider_keeps_tokens_on(docker_clie
     assert mcp["screen_size"] == {"width": 1280, "height": 800} and mcp["cursor"] == {"x": 12, "y": 34}
     assert mcp["reset_done"] is False and mcp["removed"]
     time.sleep(1)
-    assert not ({c.id for c in docker_client.containers.list(all=True)} - before), "a container was left"
+    after = {c.id for c in docker_client.containers.list(all=True, ignore_removed=True)}
+    assert not (after - before), "a container was left"
 
 
 def test_image_derived_from_an_environments_traits(docker_client):
-    from hci_envs.images import build_env_image, derived_dockerfile
+    from hci_envs.ops.images import build_env_image, derived_dockerfile
     from hci_envs.traits import WorkstationEnv
 
     dockerfile = derived_dockerfile("workstation", WorkstationEnv)
@@ -341,7 +371,7 @@ def test_ctrl_c_sigterm_or_interpreter_exit_removes_the_container(docker_client,
     try:
         name = proc.stdout.readline().strip()
         assert name, proc.stderr.read()
-        assert docker_client.containers.list(all=True, filters={"name": name})
+        assert docker_client.containers.list(all=True, filters={"name": name}, ignore_removed=True)
         if ending == "ctrl-c":
             proc.send_signal(signal.SIGINT)
         elif ending == "sigterm":
@@ -352,7 +382,8 @@ def test_ctrl_c_sigterm_or_interpreter_exit_removes_the_container(docker_client,
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert not docker_client.containers.list(all=True, filters={"name": name}), f"{name} left after {ending}"
+    left = docker_client.containers.list(all=True, filters={"name": name}, ignore_removed=True)
+    assert not left, f"{name} left after {ending}"
 
 
 def test_a_container_whose_client_was_killed_exits_after_its_orphan_timeout(docker_client):
@@ -378,7 +409,7 @@ def test_a_container_whose_client_was_killed_exits_after_its_orphan_timeout(dock
         assert container.status == "exited", container.status
         assert "orphan-timeout" in container.logs().decode(errors="replace")
     finally:
-        for leftover in docker_client.containers.list(all=True, filters={"name": name}):
+        for leftover in docker_client.containers.list(all=True, filters={"name": name}, ignore_removed=True):
             leftover.remove(force=True)
 
 

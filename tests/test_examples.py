@@ -7,7 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import need_programs
+
+pytestmark = pytest.mark.x11
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -20,6 +20,8 @@ import websockets.sync.client
 from hci_envs.server import guards
 from helpers import free_port
 
+pytestmark = pytest.mark.fake
+
 
 class Switch:
     """The agent uids the guard sees, changed by the test between requests."""

@@ -11,6 +11,8 @@ import pytest
 from conftest import need
 from helpers import HERE, ServerProcess
 
+pytestmark = [pytest.mark.fake, pytest.mark.slow]  # OpenEnv's client starts in another environment each time
+
 ROOT = HERE.parent
 PEER = HERE / "openenv_peer"
 

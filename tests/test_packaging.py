@@ -48,6 +48,7 @@ def light_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return python
 
 
+@pytest.mark.fake
 def test_every_folder_of_images_is_in_the_wheel(wheel: Path) -> None:
     import zipfile
 
@@ -62,6 +63,7 @@ def test_every_folder_of_images_is_in_the_wheel(wheel: Path) -> None:
     assert not any(n.split("/")[0] in ("traits", "recorders", "images") for n in names), "a top-level name is claimed"
 
 
+@pytest.mark.fake
 def test_the_collection_page_is_in_the_wheel(wheel: Path) -> None:
     import zipfile
 
@@ -73,6 +75,8 @@ def test_the_collection_page_is_in_the_wheel(wheel: Path) -> None:
         assert f"hci_envs/server/collect_page/{name}" in names, "add it to package-data in pyproject.toml"
 
 
+@pytest.mark.fake
+@pytest.mark.slow  # a fresh environment installed from the package index
 def test_enthought_traits_and_hci_envs_work_side_by_side(light_venv: Path, tmp_path: Path) -> None:
     both = (
         "from traits.api import HasTraits, Int\n"
@@ -111,6 +115,7 @@ def test_the_light_client_starts_a_container(light_venv: Path, tmp_path: Path) -
 
 @pytest.mark.docker
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # two image builds; the build's own limit below is what bounds it
 def test_image_build_from_the_installed_wheel(light_venv: Path, tmp_path: Path) -> None:
     """`hci-envs image build` with no checkout: the contexts come from the package, hci-envs' own wheel is
     packed again from the installed files, and the image holds the same package layout."""
@@ -128,6 +133,8 @@ def test_image_build_from_the_installed_wheel(light_venv: Path, tmp_path: Path) 
     assert inside.returncode == 0 and inside.stdout.strip() == "None", inside.stderr
 
 
+@pytest.mark.fake
+@pytest.mark.slow
 def test_uninstalling_hci_envs_leaves_enthought_traits_working(light_venv: Path, wheel: Path, tmp_path: Path) -> None:
     run([str(light_venv), "-m", "pip", "uninstall", "-y", "-q", "hci-envs"], cwd=tmp_path)
     try:

@@ -9,6 +9,8 @@ import pytest
 
 from helpers import Probe, ServerProcess, alive
 
+pytestmark = pytest.mark.x11
+
 
 def _desktop_processes(server: ServerProcess) -> dict[int, str]:
     out = {}
@@ -36,7 +38,7 @@ def _start(tmp_path) -> tuple[ServerProcess, dict[int, str]]:
     probe.wait_for(lambda s: s.get("ready"), what="the probe app")
     procs = _desktop_processes(server)
     names = " ".join(procs.values())
-    for expected in ("Xvfb", "openbox", "tk_probe.py", "xterm", "watchdog.py"):
+    for expected in ("Xvfb", "openbox", "tk_probe.py", "xterm", "watchdog_process.py"):
         assert expected in names, f"{expected} not among the server's processes: {procs}"
     return server, procs
 

@@ -22,8 +22,8 @@ from helpers import McpClient, Probe, ServerProcess, hci_envs_command
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rfb_client import RfbClient, _SocketIO
-from test_recorders import SHIFT, human, keys, pointer, rec, rec_server, recording  # noqa: F401 (fixtures)
-from test_vnc import vncdo
+from test_recorder import SHIFT, human, keys, pointer, rec, rec_server, recording  # noqa: F401 (fixtures)
+from test_proxy import vncdo
 
 from hci_envs.actions import parse_action
 from hci_envs.vnc.rfb import CLIENT_CUT_TEXT, KEY_EVENT, POINTER_EVENT, ClientMessage
@@ -55,6 +55,7 @@ def wheel(start_i: int, t: float, bit: int, n: int, gap: float = 0.02) -> list[C
 
 # -- the reducer, on streams as the proxy stamps them ----------------------------------------------------------
 
+@pytest.mark.fake
 def test_a_held_button_keeps_its_duration():
     events = [ptr_ev(0, 0.0, 300, 200, 0), ptr_ev(1, 0.1, 305, 210, 0), ptr_ev(2, 0.2, 305, 210, 1),
               ptr_ev(3, 1.0, 306, 211, 0)]
@@ -73,11 +74,13 @@ def test_a_held_button_keeps_its_duration():
                     {"type": "mouse_up", "button": "right"}, {"type": "key_up", "key": "ctrl"}]
 
 
+@pytest.mark.fake
 def test_a_wheel_burst_ends_where_it_changes_direction():
     assert actions_of(wheel(0, 0.0, 16, 15) + wheel(30, 0.31, 8, 1)) == [
         {"type": "scroll", "x": 500, "y": 400, "dy": 15}, {"type": "scroll", "x": 500, "y": 400, "dy": -1}]
 
 
+@pytest.mark.fake
 def test_a_wheel_burst_ends_where_it_moves_on_or_a_modifier_changes():
     # three notches over one list, a move to another, one more notch within the burst's time: two scrolls
     moved = [ptr_ev(0, 0.0, 500, 400, 16), ptr_ev(1, 0.005, 500, 400, 0), ptr_ev(2, 0.03, 503, 401, 16),
@@ -92,6 +95,7 @@ def test_a_wheel_burst_ends_where_it_moves_on_or_a_modifier_changes():
                                 {"type": "scroll", "x": 500, "y": 400, "dy": 1, "modifiers": ["ctrl"]}]
 
 
+@pytest.mark.fake
 def test_a_double_click_that_drags_or_holds_keeps_the_drag_or_the_hold():
     # double-click and drag (selecting by words): a click, then the drag, which the app counts as a double
     drag = [ptr_ev(0, 0.0, 100, 100, 1), ptr_ev(1, 0.06, 100, 100, 0), ptr_ev(2, 0.12, 100, 100, 1),
@@ -105,6 +109,7 @@ def test_a_double_click_that_drags_or_holds_keeps_the_drag_or_the_hold():
                                 {"type": "mouse_down"}, {"type": "wait", "ms": 780}, {"type": "mouse_up"}]
 
 
+@pytest.mark.fake
 def test_down_then_up_is_two_scrolls_not_an_invalid_zero():
     unreduced: list[Unreduced] = []
     reduced = actions_of(wheel(0, 0.0, 16, 1) + wheel(2, 0.02, 8, 1), unreduced)
@@ -113,6 +118,7 @@ def test_down_then_up_is_two_scrolls_not_an_invalid_zero():
     assert unreduced == []
 
 
+@pytest.mark.fake
 def test_keysyms_with_a_unicode_value_type_it_and_unnamed_ones_are_reported():
     unreduced: list[Unreduced] = []
     events = [key_ev(0, 0.0, ord("a"), True), key_ev(1, 0.01, ord("a"), False),
@@ -125,6 +131,7 @@ def test_keysyms_with_a_unicode_value_type_it_and_unnamed_ones_are_reported():
     assert [(u.raw, u.reason) for u in unreduced] == [((4, 4), "keysym 0x2713 has no key name")]
 
 
+@pytest.mark.fake
 def test_a_media_key_is_a_key_and_the_click_closed_with_it_survives():
     unreduced: list[Unreduced] = []
     events = [ptr_ev(0, 0.0, 40, 40, 1), ptr_ev(1, 0.05, 40, 40, 0),
@@ -164,6 +171,7 @@ def to_messages(specs: list[tuple], gaps: list[float]) -> list[ClientMessage]:
     return out
 
 
+@pytest.mark.fake
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.tuples(EVENT, st.floats(0, 1.5)), max_size=60))
 def test_any_raw_stream_reduces_to_actions_the_schema_accepts(stream):
@@ -179,7 +187,7 @@ def test_any_raw_stream_reduces_to_actions_the_schema_accepts(stream):
 
 # -- replay on a real desktop -------------------------------------------------------------------------------------
 # The replay property itself (any person's input stream, raw through x11vnc and reduced through the executor,
-# leaves the app in the same state) is tests/test_reducer_replay.py.
+# leaves the app in the same state) is tests/test_reducer.py.
 
 @pytest.fixture(scope="module")
 def typing_env(x11, tmp_path_factory):
@@ -213,6 +221,7 @@ def last_key(state: dict) -> str | None:
     return state["keys"][-1]["keysym"] if state.get("keys") else None
 
 
+@pytest.mark.x11
 def test_text_typed_right_after_a_click_lands_where_the_click_was(typing_env):
     """openbox takes a click with a synchronous grab and focuses the window before it lets the click through;
     keys are not held meanwhile. A click must return only once the app has it, or the text typed after it goes
@@ -237,6 +246,7 @@ def test_text_typed_right_after_a_click_lands_where_the_click_was(typing_env):
     assert (state["entry"], state["entry2"]) == ("", "here")
 
 
+@pytest.mark.x11
 def test_a_viewers_clipboard_reaches_the_apps_as_soon_as_x11vnc_runs(x11):
     """x11vnc owns selections through a window it makes only once no display manager could kill it: 8 s after
     a viewer connects, unless told there is none. A person pasting into a new session lost the paste."""
@@ -265,6 +275,7 @@ def x11vnc_client(env) -> RfbClient:
 
 # -- through the real VNC path, recorder and CLI ---------------------------------------------------------------
 
+@pytest.mark.x11
 def test_faults_in_a_live_recording_become_valid_actions_and_reports(rec, tmp_path):  # noqa: F811
     server, probe, state = rec
     recording(server, "start", name="faults")
@@ -311,6 +322,7 @@ def test_faults_in_a_live_recording_become_valid_actions_and_reports(rec, tmp_pa
     assert out.returncode == 0, out.stderr
 
 
+@pytest.mark.x11
 def test_dense_actions_mark_the_frames_they_share(rec):  # noqa: F811
     server, probe, state = rec
     recording(server, "start", name="dense")
@@ -351,6 +363,7 @@ def agent_types(server, probe: Probe, text: str) -> str:
     return probe.wait_for(lambda s: len(s["entry2"]) == len(text), what="the agent's text")["entry2"]
 
 
+@pytest.mark.x11
 def test_a_viewer_leaving_with_shift_and_a_button_held_leaves_nothing_held(rec):  # noqa: F811
     server, probe, state = rec
     recorded = probe.state()
@@ -365,6 +378,7 @@ def test_a_viewer_leaving_with_shift_and_a_button_held_leaves_nothing_held(rec):
     assert probe.wait_for(lambda s: s["focus"].endswith("entry2"))["text_selection"] == ""
 
 
+@pytest.mark.x11
 def test_a_viewer_leaving_with_a_button_held_releases_it_for_the_next_person(rec):  # noqa: F811
     server, probe, state = rec
     recorded = probe.state()
@@ -382,6 +396,7 @@ def test_a_viewer_leaving_with_a_button_held_releases_it_for_the_next_person(rec
     assert settled["text_selection"] == ""
 
 
+@pytest.mark.x11
 def test_the_agent_taking_the_desktop_back_releases_what_the_person_held(rec):  # noqa: F811
     server, probe, state = rec
     c = human(state)
@@ -399,6 +414,7 @@ def test_the_agent_taking_the_desktop_back_releases_what_the_person_held(rec):  
         c.close()
 
 
+@pytest.mark.x11
 def test_reset_releases_keys_nobody_told_the_agent_about(typing_env, monkeypatch):
     from Xlib import XK, X, display
     from Xlib.ext import xtest
@@ -423,6 +439,7 @@ def test_reset_releases_keys_nobody_told_the_agent_about(typing_env, monkeypatch
 
 # -- a killed server, folders of episodes ------------------------------------------------------------------------
 
+@pytest.mark.x11
 def test_a_server_killed_mid_recording_has_its_episode_finished_at_the_next_start(x11, tmp_path):
     need_programs("x11vnc")
     episodes = tmp_path / "episodes"
@@ -483,6 +500,7 @@ def two_episodes(rec_server, tmp_path_factory):  # noqa: F811
     return paths
 
 
+@pytest.mark.x11
 def test_import_never_merges_episodes_that_share_a_name(two_episodes, tmp_path):
     first, second = two_episodes
     sources = []
@@ -502,6 +520,7 @@ def test_import_never_merges_episodes_that_share_a_name(two_episodes, tmp_path):
         assert again.raw == source.raw
 
 
+@pytest.mark.x11
 def test_one_bad_episode_never_blocks_the_others(two_episodes, tmp_path):
     first, second = two_episodes
     folder = tmp_path / "episodes"

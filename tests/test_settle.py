@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import need_programs
+from helpers import by_app
 
 HERE = Path(__file__).resolve().parent
 ANIMATION = [sys.executable, str(HERE / "apps" / "animate.py"), "600", "400"]
@@ -28,7 +29,7 @@ def home_without_blinking(tmp_path: Path) -> str:
     return str(home)
 
 
-@pytest.mark.parametrize("app", ["xterm", "mousepad"])
+@pytest.mark.parametrize("app", by_app("xterm", "mousepad"))
 def test_fifty_steps_never_observe_the_screen_before_the_action(x11, tmp_path, app):
     from hci_envs.traits import DesktopEnv
 
@@ -50,6 +51,7 @@ def test_fifty_steps_never_observe_the_screen_before_the_action(x11, tmp_path, a
         env.close()
 
 
+@pytest.mark.apps
 def test_a_screen_that_never_stops_moving_settles(x11):
     """An animation and a GTK editor with a blinking caret: the screen is never still, yet it settles, and
     typed text is on the observation."""
@@ -69,6 +71,7 @@ def test_a_screen_that_never_stops_moving_settles(x11):
         env.close()
 
 
+@pytest.mark.x11
 def test_settle_can_be_turned_off(x11):
     from hci_envs.protocol import ObservationSpec
     from hci_envs.traits import DesktopEnv

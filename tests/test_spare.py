@@ -1,4 +1,4 @@
-"""Spare desktops: a reset swaps in the next episode's desktop, prepared in the background (hci_envs.spare).
+"""Spare desktops: a reset swaps in the next episode's desktop, prepared in the background (hci_envs.env.spare).
 
 Real desktops and apps throughout. What a user relies on: after a swap the episode is the declared start
 state (apps fresh and drawn, home restored, clipboard set, input reaching the new desktop), nothing of the
@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import time
 
 import pytest
@@ -19,7 +20,7 @@ from rfb_client import RfbClient
 
 from hci_envs.errors import DisplayStartError
 from hci_envs.traits.envs import WorkstationEnv
-from helpers import ANIMATE, McpClient, ServerProcess, image_of, processes_named, wait_until
+from helpers import ANIMATE, McpClient, ServerProcess, by_app, descendants, image_of, processes_named, wait_until
 from test_containment import account_pids
 
 CHROMIUM = ["chromium", "--no-first-run", "--no-sandbox", "--disable-gpu", "--password-store=basic", "about:blank"]
@@ -43,6 +44,7 @@ def xterm_env(x11):
         env.close()
 
 
+@pytest.mark.x11
 def test_reset_swaps_in_the_spare_and_the_episode_starts_clean(xterm_env):
     env = xterm_env
     env.reset()
@@ -71,7 +73,8 @@ def test_reset_swaps_in_the_spare_and_the_episode_starts_clean(xterm_env):
     assert (env.desktop.display, env.account.uid) == first[:2]
 
 
-@pytest.mark.parametrize("app", [["mousepad"], ["python3", str(ANIMATE)]], ids=["mousepad", "animation"])
+@pytest.mark.parametrize("app", by_app("mousepad", "animation",
+                                        values={"mousepad": ["mousepad"], "animation": ["python3", str(ANIMATE)]}))
 def test_a_gtk_editor_and_an_endless_animation_swap_in_fresh(x11, app):
     with WorkstationEnv(start_state={"apps": [{"command": app}]}, spare=True) as env:
         env.reset()
@@ -87,6 +90,7 @@ def test_a_gtk_editor_and_an_endless_animation_swap_in_fresh(x11, app):
             assert obs.truncated_reason is None and colours(obs) > 2
 
 
+@pytest.mark.x11
 def test_snapshots_and_other_start_states_rebuild_in_place_and_keep_working(xterm_env):
     env = xterm_env
     env.reset()
@@ -105,8 +109,12 @@ def test_snapshots_and_other_start_states_rebuild_in_place_and_keep_working(xter
     assert [spec.label for spec, _ in env.desktop.apps()] == ["animation"]
 
 
+@pytest.mark.apps
 def test_close_leaves_no_process_display_or_account_behind(x11):
-    before = set(processes_named("Xvfb"))
+    def xvfbs() -> set[int]:  # this process's own: other sessions of pytest (CI's tiers) run desktops beside it
+        return {pid for pid in processes_named("Xvfb") if pid in descendants(os.getpid())}
+
+    before = xvfbs()
     env = WorkstationEnv(start_state={"apps": [{"command": ["mousepad"]}]}, spare=True)
     env.reset()
     assert wait_until(lambda: spare_ready(env), 30)
@@ -117,9 +125,10 @@ def test_close_leaves_no_process_display_or_account_behind(x11):
     env.close()
     assert len(uids) == 2
     assert wait_until(lambda: all(not account_pids(uid) for uid in uids), 10)
-    assert wait_until(lambda: set(processes_named("Xvfb")) <= before, 10)
+    assert wait_until(lambda: xvfbs() <= before, 10)
 
 
+@pytest.mark.browser
 def test_close_while_the_spare_is_still_starting(x11):
     env = WorkstationEnv(start_state={"apps": [{"command": CHROMIUM}]}, spare=True)
     env.reset()
@@ -127,6 +136,7 @@ def test_close_while_the_spare_is_still_starting(x11):
     assert wait_until(lambda: not [p for p, cmd in processes_named("chromium").items() if "about:blank" in cmd], 15)
 
 
+@pytest.mark.browser
 def test_a_browser_counts_as_up_once_it_has_drawn(x11):
     """chromium maps an empty grey window long before it paints its UI: with and without a spare, the first
     observation after a reset shows the UI."""
@@ -141,6 +151,7 @@ def test_a_browser_counts_as_up_once_it_has_drawn(x11):
         assert colours(env.reset()) > 20
 
 
+@pytest.mark.x11
 def test_an_apps_own_readiness_probe_is_waited_for(x11, tmp_path):
     slow = 'sleep 1; touch "$HOME/up"; exec xterm'
     app = {"command": ["sh", "-c", slow], "name": "slow", "ready_command": ["test", "-e", "up"]}
@@ -153,6 +164,7 @@ def test_an_apps_own_readiness_probe_is_waited_for(x11, tmp_path):
             env.reset()
 
 
+@pytest.mark.x11
 def test_vnc_viewers_follow_the_session_to_its_new_desktop(x11):
     """A viewer of the old display is let go at the swap (the old display lives on as the spare, which nobody
     may see or drive); reconnecting reaches the new one."""
@@ -189,6 +201,7 @@ def test_vnc_viewers_follow_the_session_to_its_new_desktop(x11):
                 again.close()
 
 
+@pytest.mark.apps
 def test_server_sessions_report_their_spare(x11):
     with ServerProcess("--spare", "--app", "mousepad", "--no-vnc") as server, server.http() as http:
         http.post("/reset", json={}).raise_for_status()
@@ -198,12 +211,14 @@ def test_server_sessions_report_their_spare(x11):
         assert http.get("/state").json()["spare"] is None
 
 
+@pytest.mark.x11
 def test_serve_keeps_spares_by_default(x11):
     with ServerProcess("--app", "xterm", "--no-vnc", spare_flag=False) as server, server.http() as http:
         http.post("/reset", json={}).raise_for_status()
         assert http.get("/state").json()["spare"] is not None
 
 
+@pytest.mark.x11
 def test_a_task_world_follows_the_home_of_each_swapped_in_desktop(x11):
     """A task's app that names {home} gets the home of the desktop it runs on, on the spare as on the first."""
     from hci_envs.tasks import BUILTIN, World, load_tasks

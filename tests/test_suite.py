@@ -19,6 +19,7 @@ PROGRAMS = {"editor": "mousepad", "writer": "soffice", "calc": "soffice", "brows
             "files": "pcmanfm", "calculator": "galculator", "terminal": "xterm"}
 
 
+@pytest.mark.fake
 def test_the_suite_is_broad_and_every_seed_draws_a_distinct_task():
     every = templates()
     assert len(every) >= 60, len(every)
@@ -35,6 +36,7 @@ def test_the_suite_is_broad_and_every_seed_draws_a_distinct_task():
     assert all(again[t.id] == t for t in suite(seeds=[3])), "a template and seed must give the same task"
 
 
+@pytest.mark.fake
 def test_a_template_task_is_named_by_any_seed_and_solved_by_the_oracle_agent():
     from hci_envs.tasks.suite import oracle_script, template_task
 
@@ -52,6 +54,7 @@ def world(x11):
         yield world
 
 
+@pytest.mark.apps
 def test_every_template_scores_zero_untouched_and_one_with_its_oracle(world, tmp_path):
     nothing = world.run(NoopAgent(), report_dir=tmp_path / "noop", progress=False)
     scored = [(r.task, r.score, r.details) for r in nothing.results if r.score != 0.0 or r.error]
@@ -69,6 +72,7 @@ def test_every_template_scores_zero_untouched_and_one_with_its_oracle(world, tmp
     assert "accessibility tree" in (tmp_path / "noop" / "report.html").read_text()
 
 
+@pytest.mark.apps
 def test_a_suite_task_over_the_wire_scores_on_the_server(x11):
     need_programs("mousepad")
     from helpers import ServerProcess
@@ -89,6 +93,7 @@ def test_a_suite_task_over_the_wire_scores_on_the_server(x11):
         assert result["score"] == 1.0 and result["success"], result
 
 
+@pytest.mark.fake
 def test_reports_group_by_app_and_template(tmp_path: Path):
     from hci_envs.tasks import RunReport, TaskResult, write_reports
 

@@ -19,6 +19,7 @@ def world(x11):
         yield world
 
 
+@pytest.mark.fake
 def test_the_suite_has_twelve_tasks_over_four_apps():
     tasks = load_tasks(BUILTIN)
     assert len(tasks) >= 12
@@ -26,6 +27,7 @@ def test_the_suite_has_twelve_tasks_over_four_apps():
     assert {"form", "game", "terminal", "editor"} <= apps
 
 
+@pytest.mark.apps
 def test_oracle_solves_every_task_and_the_report_shows_each_screen(world, tmp_path):
     report = world.run(OracleAgent(), report_dir=tmp_path, progress=False)
     failed = [(r.task, r.details, r.error) for r in report.results if r.score != 1.0]
@@ -40,16 +42,19 @@ def test_oracle_solves_every_task_and_the_report_shows_each_screen(world, tmp_pa
         assert f'alt="final screen of {r.task}"' in html
 
 
+@pytest.mark.apps
 def test_doing_nothing_scores_zero_everywhere(world):
     report = world.run(NoopAgent(), progress=False)
     assert [r.score for r in report.results] == [0.0] * len(world.tasks)
 
 
+@pytest.mark.apps
 def test_a_random_agent_almost_never_succeeds(world):
     report = world.run(RandomAgent(seed=3, steps=15), progress=False)
     assert report.summary()["success_rate"] <= 1 / len(world.tasks)
 
 
+@pytest.mark.apps
 def test_episodes_of_a_run_are_recorded(world, tmp_path):
     from hci_envs.recorders import load_episode
 
@@ -60,6 +65,7 @@ def test_episodes_of_a_run_are_recorded(world, tmp_path):
     assert [a["action"]["type"] for a in episode.actions].count("type_text") == 2
 
 
+@pytest.mark.apps
 def test_next_task_walks_the_tasks(world):
     other = World(BUILTIN, env=world.env)
     ids = []
@@ -68,6 +74,7 @@ def test_next_task_walks_the_tasks(world):
     assert ids == [t.id for t in world.tasks]
 
 
+@pytest.mark.fake
 @pytest.mark.parametrize(
     "content,message",
     [
@@ -103,6 +110,7 @@ def test_bad_task_files_name_the_field(tmp_path, content, message):
     assert f"{path}:2" in str(info.value) and message in str(info.value)
 
 
+@pytest.mark.fake
 def test_duplicate_ids_and_other_formats(tmp_path):
     task = {"id": "same", "instruction": "i", "checker": {"type": "file", "path": "a"}}
     (tmp_path / "a.json").write_text(json.dumps([task, task]))
@@ -117,6 +125,7 @@ def test_duplicate_ids_and_other_formats(tmp_path):
     assert [t.id for t in load_tasks(folder)] == ["d0", "d1", "d2"]
 
 
+@pytest.mark.fake
 def test_json_checks_compare_as_json():
     class Home:
         def __init__(self, path):
@@ -137,6 +146,7 @@ def test_json_checks_compare_as_json():
     assert passes("/items", [True, 2]) and not passes("/items", [1, 2])
 
 
+@pytest.mark.apps
 def test_a_failing_task_is_reported_and_the_run_goes_on(world, tmp_path):
     """An agent raising, an agent too slow for the time limit, a task whose app cannot start: each is that
     task's result with its error; the other tasks run and the reports are written."""
@@ -191,6 +201,7 @@ def test_a_failing_task_is_reported_and_the_run_goes_on(world, tmp_path):
 
 
 
+@pytest.mark.fake
 def test_a_task_file_readable_by_agents_is_called_out(tmp_path, capsys):
     import os
 
@@ -210,6 +221,7 @@ def test_a_task_file_readable_by_agents_is_called_out(tmp_path, capsys):
     assert not warn_if_readable_by_agents(BUILTIN)  # the set-up command made the built-in suite private
 
 
+@pytest.mark.x11
 def test_a_huge_sparse_file_fails_its_check_instead_of_filling_the_servers_memory(x11):
     from hci_envs.traits import WorkstationEnv
 
@@ -229,6 +241,7 @@ def test_a_huge_sparse_file_fails_its_check_instead_of_filling_the_servers_memor
         assert result.value == 0.0 and "unreadable" in result.details[0], result
 
 
+@pytest.mark.fake
 def test_the_terminals_catch_up_when_the_agents_commands_have_finished(tmp_path):
     """What a checker waits for (hci_envs.desktop.quiescence), on a real shell in a real terminal (a pty):
     a command typed since the agent's first input holds it until it ends; a program that was already in the

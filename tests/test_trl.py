@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -56,6 +58,7 @@ def export(episodes: Path, out: Path, *extra: str) -> object:
     return datasets.Dataset.from_parquet(str(out))
 
 
+@pytest.mark.x11
 def test_episodes_export_as_chat_data_with_tool_calls_and_screens(episodes, tmp_path):
     need_trl()
     from hci_envs.recorders import load_episode
@@ -80,6 +83,7 @@ def test_episodes_export_as_chat_data_with_tool_calls_and_screens(episodes, tmp_
     assert "images" not in text_only and all(isinstance(m["content"], str) for m in text_only["messages"])
 
 
+@pytest.mark.x11
 def test_grpo_trains_on_desktops_through_the_shipped_environment(episodes, tmp_path):
     need_trl()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -144,6 +148,7 @@ def _tasks() -> list:
     return load_tasks(BUILTIN)
 
 
+@pytest.mark.x11
 def test_the_environment_class_without_a_trainer(x11):
     """What TRL calls, called directly: typed tools generated from the vocabulary, image blocks, errors that
     raise (TRL counts them as failed calls), the checker as reward, async tools, and the multi-environment dict."""
@@ -201,6 +206,7 @@ def test_the_environment_class_without_a_trainer(x11):
 SLOW_HELLO = "sleep 1; echo hello world > hello.txt\n"
 
 
+@pytest.mark.fake
 def test_async_calls_of_a_rollout_run_in_the_order_trl_made_them():
     """TRL gathers a rollout's async tool calls (asyncio.gather over the coroutines, in the order the model
     made them): each clipboard_get sees the clipboard_set just before it."""
@@ -227,7 +233,8 @@ def test_async_calls_of_a_rollout_run_in_the_order_trl_made_them():
 
 
 EXIT_SCRIPT = """
-import json, os, signal, sys, time
+import faulthandler, json, os, signal, sys, time
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks where it is stuck, if it is
 from hci_envs.trl import TrlDesktopEnv, _servers
 Desktop = TrlDesktopEnv.configure("Exiting", images=False, max_sessions=1, apps=["xterm"])
 env = Desktop()
@@ -253,15 +260,32 @@ time.sleep(600)  # ended by SIGTERM
 """
 
 
+def _stuck(proc: subprocess.Popen) -> str:
+    """What a process that does not end is doing: each thread's kernel state and wait channel, and its Python
+    stacks (faulthandler, registered on SIGUSR1 by the script); the process is killed after."""
+    threads = []
+    for tid in sorted(os.listdir(f"/proc/{proc.pid}/task")):
+        try:
+            stat = open(f"/proc/{proc.pid}/task/{tid}/stat").read().rpartition(")")[2].split()[0]
+            wchan = open(f"/proc/{proc.pid}/task/{tid}/wchan").read()
+            name = open(f"/proc/{proc.pid}/task/{tid}/comm").read().strip()
+        except OSError:
+            continue
+        threads.append(f"thread {tid} {name}: state {stat}, waiting in {wchan or '-'}")
+    proc.send_signal(signal.SIGUSR1)
+    time.sleep(1.0)
+    proc.kill()
+    return "\n".join(threads) + "\n" + proc.stderr.read()
+
+
+@pytest.mark.x11
 @pytest.mark.parametrize("ending", ["exit", "sigterm"])
 def test_a_process_that_never_closes_its_environments_leaves_no_server_behind(x11, ending):
     """TRL never closes environments: a training process that exits (or is ended with SIGTERM) with its
     TrlDesktopEnv open leaves no server, desktop or agent process behind."""
-    import signal
-
     from helpers import wait_until
 
-    from hci_envs.checks import process_alive
+    from hci_envs.env.env_checker import process_alive
 
     proc = subprocess.Popen([sys.executable, "-c", EXIT_SCRIPT, ending], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -272,7 +296,11 @@ def test_a_process_that_never_closes_its_environments_leaves_no_server_behind(x1
         assert len(tree) >= 4, tree  # the server, Xvfb, the window manager, the agent's xterm...
         if ending == "sigterm":
             proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) in (0, -signal.SIGTERM), proc.stderr.read()
+        try:
+            status = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the process did not end within 60 s; where it was:\n{_stuck(proc)}")
+        assert status in (0, -signal.SIGTERM), proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import pytest
 from conftest import need_programs
-from helpers import MANY_CHARACTERS, TYPING_COMMANDS, Probe, typing_desktop, wait_until
+from helpers import MANY_CHARACTERS, TYPING_COMMANDS, by_app, typing_desktop, wait_until
 
 MANY = MANY_CHARACTERS
 COMMANDS = TYPING_COMMANDS
@@ -41,7 +41,7 @@ def wrong(expected: str, got: str) -> int:
     return sum(a != b for a, b in zip(expected, got)) + abs(len(expected) - len(got))
 
 
-@pytest.mark.parametrize("app", ["xterm", "mousepad", "chromium", "tk"])
+@pytest.mark.parametrize("app", by_app("xterm", "mousepad", "chromium", "tk"))
 def test_keys_wait_for_a_stopped_app_and_every_character_arrives(x11, app):
     """The app is stopped for 2.5 s while 310 characters (300 of them on no key) are typed as keys: the step
     waits for it at the pause instead of remapping keys it has not handled, and not one character is wrong
@@ -63,7 +63,7 @@ def test_keys_wait_for_a_stopped_app_and_every_character_arrives(x11, app):
         assert took > 2.0, f"the step did not wait for the stopped app ({took:.2f}s)"
 
 
-@pytest.mark.parametrize("app", ["xterm", "mousepad"])
+@pytest.mark.parametrize("app", by_app("xterm", "mousepad"))
 def test_an_app_that_never_answers_ends_in_a_timeout_not_in_wrong_text(x11, app):
     """An app that stays stopped cannot show it has handled the first keys: typing stops there with a TIMEOUT
     that says how far it got, within the step's time limit, and what the app gets once it resumes is exactly
@@ -85,6 +85,7 @@ def test_an_app_that_never_answers_ends_in_a_timeout_not_in_wrong_text(x11, app)
         assert wait_until(lambda: got() == MANY[:typed], 20), f"{wrong(MANY[:typed], got())} wrong: {got()!r}"
 
 
+@pytest.mark.x11
 def test_two_texts_back_to_back_are_both_typed_as_keys(x11):
     """'auto' types as keys any text that needs no more spare keys than the keyboard has, however recently
     the keys were used: the second text waits for one answer from the app, not for a second of idleness
@@ -99,6 +100,7 @@ def test_two_texts_back_to_back_are_both_typed_as_keys(x11):
         assert wait_until(lambda: got() == first + second, 20), f"{wrong(first + second, got())} wrong"
 
 
+@pytest.mark.x11
 def test_keys_go_to_the_app_under_the_pointer_when_the_focus_is_the_root(x11):
     """Without a window manager the focus stays where the X server starts it (PointerRoot): keys go to the
     window under the pointer, and so does the question whether they have been handled."""
@@ -124,6 +126,7 @@ def test_keys_go_to_the_app_under_the_pointer_when_the_focus_is_the_root(x11):
             saved.read_text(encoding="utf-8") if saved.exists() else "nothing saved"
 
 
+@pytest.mark.x11
 def test_keys_nobody_gets_need_no_answer(x11):
     """With no app at all (the window manager holds the focus), typing past the spare keys neither waits nor
     fails: nobody can misread the keys."""
@@ -137,6 +140,7 @@ def test_keys_nobody_gets_need_no_answer(x11):
         assert time.monotonic() - start < 3.0
 
 
+@pytest.mark.x11
 def test_a_scratch_key_is_remapped_only_after_its_batch_is_acknowledged(x11):
     """The bookkeeping: a slot used by a plan is busy until the caller reports that the apps caught up with
     that plan, whatever the time; unmapped and acknowledged slots are free."""
@@ -161,6 +165,7 @@ def test_a_scratch_key_is_remapped_only_after_its_batch_is_acknowledged(x11):
         assert keyboard.fits(set(first)) and not keyboard.fits(set(first + more))
 
 
+@pytest.mark.fake
 def test_auto_pastes_what_keys_could_not_type_and_keys_says_how_far_it_got(monkeypatch):
     """The executor's side, on the fake desktop: when typing stops short because the app did not answer,
     'auto' pastes the rest and 'keys' raises TIMEOUT with the number of characters typed."""

@@ -23,7 +23,7 @@ from hci_envs.recorders.overlay import label_box
 from hci_envs.recorders.video import step_shots
 from helpers import ANIMATE, McpClient, ServerProcess, hci_envs_command
 from PIL import Image
-from test_recorders import SHIFT, human, keys, recording
+from test_recorder import SHIFT, human, keys, recording
 
 SCREEN = (1280, 800)
 MOUSEPAD_MENU = (330, 172, 620, 188)  # the menu bar's words: far from every mark these tests make
@@ -109,6 +109,7 @@ def agent_episode(editor_server):
     return recording(server, "stop")
 
 
+@pytest.mark.apps
 def test_an_agent_episode_has_a_video_with_the_pointer_and_the_action_drawn(agent_episode):
     assert agent_episode["video"] and "video_error" not in agent_episode, agent_episode
     episode = load_episode(agent_episode["path"])
@@ -127,6 +128,7 @@ def test_an_agent_episode_has_a_video_with_the_pointer_and_the_action_drawn(agen
     assert (gaps >= 0.39).all() and (gaps <= 2.01).all(), times
 
 
+@pytest.mark.apps
 def test_a_human_episode_over_vnc_has_its_video(editor):
     server, state, _ = editor
     recording(server, "start", name="human-in-mousepad")
@@ -152,6 +154,7 @@ def test_a_human_episode_over_vnc_has_its_video(editor):
     check_marks(episode, frames, 2, (820, 300))
 
 
+@pytest.mark.x11
 def test_an_animating_app_and_the_continuous_capture(x11, tmp_path):
     """The step video of an app that never stops drawing, and the continuous capture beside it: more frames
     than steps, each showing the animation where it was."""
@@ -186,6 +189,7 @@ def test_an_animating_app_and_the_continuous_capture(x11, tmp_path):
     assert times[-1] + meta["t0"] >= episode.actions[-1]["t_end"]
 
 
+@pytest.mark.apps
 def test_a_reset_ends_the_recording_and_the_stop_command_answers_with_its_video(editor):
     server, _, _ = editor
     recording(server, "start", source="agent", name="reset-mid-episode")
@@ -200,6 +204,7 @@ def test_a_reset_ends_the_recording_and_the_stop_command_answers_with_its_video(
     assert len(decoded(stopped["video"])) == episode.meta["video"]["frames"] >= 2 * len(episode.actions) == 4
 
 
+@pytest.mark.x11
 def test_an_odd_sized_screen_gets_a_video_one_pixel_larger(x11, tmp_path):
     """4:2:0 video needs even sizes: the screen is kept whole, with a black edge."""
     from hci_envs.recorders import Recorder
@@ -223,6 +228,7 @@ def test_an_odd_sized_screen_gets_a_video_one_pixel_larger(x11, tmp_path):
     assert changed(video, raw, (960, 660, 1001, 701)) > 0.05  # the pointer, at the corner
 
 
+@pytest.mark.x11
 def test_a_failed_encoding_leaves_a_valid_episode_and_says_why(x11, tmp_path):
     """A frame damaged on disk while recording (a real fault: the file is cut short): the episode stops
     normally, has no video, and meta.json says why."""
@@ -256,6 +262,7 @@ def _copy_without_video(source: Path, dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.apps
 def test_hci_envs_video_reports_a_bad_episode_and_encodes_the_rest(agent_episode, tmp_path):
     folder = tmp_path / "episodes"
     folder.mkdir()
@@ -290,6 +297,7 @@ def test_hci_envs_video_reports_a_bad_episode_and_encodes_the_rest(agent_episode
 BLOCK_PYAV = "import sys; sys.modules['av'] = None  # as if PyAV were not installed\n"
 
 
+@pytest.mark.apps
 def test_without_pyav_asking_for_video_names_the_extra_and_the_default_records_without(x11, agent_episode,
                                                                                         tmp_path):
     script = BLOCK_PYAV + (
@@ -323,16 +331,17 @@ def test_without_pyav_asking_for_video_names_the_extra_and_the_default_records_w
     assert len(episode.actions) == 1 and "video" not in episode.meta
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plain"]  # the refused ones left nothing behind
 
-    command = BLOCK_PYAV + "from hci_envs.cli import main; sys.exit(main(sys.argv[1:]))"
+    command = BLOCK_PYAV + "from hci_envs.ops.cli import main; sys.exit(main(sys.argv[1:]))"
     out = subprocess.run([sys.executable, "-c", command, "video", agent_episode["path"]], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 2 and "pip install 'hci-envs[video]'" in out.stderr, out
 
 
+@pytest.mark.x11
 def test_without_pyav_the_server_refuses_a_required_video_and_records_without_one(x11, tmp_path):
     need_programs("xterm")
-    run_without_pyav = [sys.executable, "-c", BLOCK_PYAV + "from hci_envs.cli import main\n"
-                        "sys.exit(main(sys.argv[sys.argv.index('hci_envs.cli') + 1:]))"]
+    run_without_pyav = [sys.executable, "-c", BLOCK_PYAV + "from hci_envs.ops.cli import main\n"
+                        "sys.exit(main(sys.argv[sys.argv.index('hci_envs.ops.cli') + 1:]))"]
     with ServerProcess("--app", "xterm", "--episodes-dir", str(tmp_path), prefix=run_without_pyav) as server:
         with server.http() as http:
             refused = http.post("/recording", json={"command": "start", "source": "agent", "video": True})
@@ -350,6 +359,7 @@ def test_without_pyav_the_server_refuses_a_required_video_and_records_without_on
     assert sorted(p.name for p in tmp_path.iterdir()) == ["without"]
 
 
+@pytest.mark.apps
 def test_replay_links_the_episode_video(agent_episode, tmp_path):
     report = tmp_path / "replay.json"
     out = subprocess.run([*hci_envs_command(), "replay", agent_episode["path"], "--no-timing", "--no-compare",
@@ -359,6 +369,7 @@ def test_replay_links_the_episode_video(agent_episode, tmp_path):
     assert json.loads(report.read_text())["video"] == agent_episode["video"]
 
 
+@pytest.mark.apps
 def test_task_reports_link_each_recorded_episode_video(x11, tmp_path):
     from hci_envs.tasks import BUILTIN, OracleAgent, World
 
@@ -415,6 +426,7 @@ def test_debian_chromium_plays_the_video_in_a_page(agent_episode):
     assert abs(played["duration"] - meta["duration"]) < 0.5 and played["time"] > 0.2, played
 
 
+@pytest.mark.fake
 def test_labels_say_what_each_action_was():
     from hci_envs.recorders.overlay import action_label
 

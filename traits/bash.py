@@ -22,8 +22,8 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from hci_envs.errors import InvalidActionError
-from hci_envs.tools import ToolOutput, tool
-from hci_envs.trait import Trait
+from hci_envs.tools.registry import ToolOutput, tool
+from hci_envs.tools.trait import Trait
 
 DEFAULT_MAX_OUTPUT = 64 * 1024
 #: A command whose output runs this many times past the limit is stopped before its timeout.

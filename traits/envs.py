@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hci_envs.env import Environment
+from hci_envs.env.environment import Environment
 
 from .bash import BashAccess
 from .hci import HumanComputerInterfaceable

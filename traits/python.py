@@ -12,9 +12,9 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
-from hci_envs.interpreter import DEFAULT_MAX_OUTPUT, Interpreter
-from hci_envs.tools import ToolOutput, tool
-from hci_envs.trait import Trait
+from hci_envs.sandbox.interpreter import DEFAULT_MAX_OUTPUT, Interpreter
+from hci_envs.tools.registry import ToolOutput, tool
+from hci_envs.tools.trait import Trait
 
 
 class PythonAccess(Trait):

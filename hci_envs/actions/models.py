@@ -2,7 +2,7 @@
 
 Every action is a frozen pydantic model with a literal ``type`` discriminator. MCP tools, ``step()`` actions,
 CodeAct functions, recorder output, replay and the adapters to other schemas are generated from these models
-or checked against them (see ``tests/test_vocabulary.py``).
+or checked against them (see ``tests/test_models.py``).
 
 Coordinates are pixels of the session's display. An action may say that its coordinates were read off a
 screenshot scaled by ``scale`` (the value the screenshot reported); the executor divides by it. Checks that

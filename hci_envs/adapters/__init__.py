@@ -1,6 +1,6 @@
 """Translators between the canonical actions and the computer-use schemas agents already speak.
 
-    from hci_envs.adapters import anthropic, openai, osworld
+    from hci_envs.adapters import anthropic, openai, osworld_actions
     actions = anthropic.from_anthropic({"action": "left_click", "coordinate": [512, 384]}, scale=0.8)
     payload = openai.to_openai({"type": "click", "x": 10, "y": 20})
 

@@ -21,77 +21,86 @@ _CLICKS = {"left_click": ("left", 1), "right_click": ("right", 1), "middle_click
 _SCROLL = {"up": ("dy", -1), "down": ("dy", 1), "left": ("dx", -1), "right": ("dx", 1)}
 
 
-def _xy(payload: dict[str, Any], key: str = "coordinate") -> tuple[int, int]:
-    value = require(payload, key, SCHEMA)
+def _xy(payload: dict[str, Any], schema: str, key: str = "coordinate") -> tuple[int, int]:
+    value = require(payload, key, schema)
     if not (isinstance(value, list | tuple) and len(value) == 2):
-        raise UnsupportedActionError(f"{SCHEMA}: {key} must be [x, y], not {value!r}", field=key)
+        raise UnsupportedActionError(f"{schema}: {key} must be [x, y], not {value!r}", field=key)
     return int(value[0]), int(value[1])
 
 
-def _modifiers(payload: dict[str, Any]) -> list[str]:
+def held_modifiers(payload: dict[str, Any]) -> list[str]:
+    """The keys a pointer action holds, from its ``text`` ("ctrl+shift")."""
     text = payload.get("text")
     return [m for m in text.split("+") if m] if text else []
 
 
-def _pointer(out: dict[str, Any], payload: dict[str, Any], scale: float | None) -> dict[str, Any]:
+def _pointer(out: dict[str, Any], payload: dict[str, Any], scale: float | None, schema: str) -> dict[str, Any]:
     """A click or scroll: at the payload's coordinate if it has one, with the modifiers held in its text."""
     if "coordinate" in payload:
-        out["x"], out["y"] = _xy(payload)
+        out["x"], out["y"] = _xy(payload, schema)
     if payload.get("text"):
-        out["modifiers"] = _modifiers(payload)
+        out["modifiers"] = held_modifiers(payload)
     return with_scale(out, scale)
 
 
 @translator(SCHEMA)
 def from_anthropic(payload: dict[str, Any], *, scale: float | None = None) -> list[dict[str, Any]]:
+    return translate_action(payload, scale=scale)
+
+
+def translate_action(payload: dict[str, Any], *, scale: float | None = None,
+                     schema: str = SCHEMA) -> list[dict[str, Any]]:
+    """The canonical actions of one action, ``payload["action"]``, errors naming ``schema``: the computer tool's
+    actions, and the computer toolset's members, which take the same inputs (:mod:`.anthropic_toolset`)."""
     action = payload.get("action")
     if action in _CLICKS:
         button, count = _CLICKS[action]
-        return [_pointer({"type": "click", "button": button, "count": count}, payload, scale)]
+        return [_pointer({"type": "click", "button": button, "count": count}, payload, scale, schema)]
     if action == "mouse_move":
-        x, y = _xy(payload)
+        x, y = _xy(payload, schema)
         return [with_scale({"type": "mouse_move", "x": x, "y": y}, scale)]
     if action == "left_click_drag":
-        start, end = _xy(payload, "start_coordinate"), _xy(payload)
+        start, end = _xy(payload, schema, "start_coordinate"), _xy(payload, schema)
         return [with_scale({"type": "drag", "path": [list(start), list(end)]}, scale)]
     if action in ("left_mouse_down", "left_mouse_up"):
         return [{"type": "mouse_down" if action == "left_mouse_down" else "mouse_up", "button": "left"}]
     if action == "type":
-        return [{"type": "type_text", "text": str(require(payload, "text", SCHEMA))}]
+        return [{"type": "type_text", "text": str(require(payload, "text", schema))}]
     if action == "key":
-        combos = str(require(payload, "text", SCHEMA)).split()  # xdotool style: "ctrl+a BackSpace"
+        combos = str(require(payload, "text", schema)).split()  # xdotool style: "ctrl+a BackSpace"
         if not combos:
-            raise InvalidActionError(f"{SCHEMA}: key needs key names in 'text'", field="text")
+            raise InvalidActionError(f"{schema}: key needs key names in 'text'", field="text")
         return [with_scale({"type": "key", "keys": combos if len(combos) > 1 else combos[0]}, None)]
     if action == "hold_key":
-        return [with_scale({"type": "hold_key", "keys": str(require(payload, "text", SCHEMA)),
-                             "seconds": float(require(payload, "duration", SCHEMA))}, None)]
+        return [with_scale({"type": "hold_key", "keys": str(require(payload, "text", schema)),
+                             "seconds": float(require(payload, "duration", schema))}, None)]
     if action == "scroll":
-        direction = require(payload, "scroll_direction", SCHEMA)
+        direction = require(payload, "scroll_direction", schema)
         if direction not in _SCROLL:
-            raise UnsupportedActionError(f"{SCHEMA}: scroll_direction {direction!r} is not up, down, left or right",
+            raise UnsupportedActionError(f"{schema}: scroll_direction {direction!r} is not up, down, left or right",
                                          field="scroll_direction")
         axis, sign = _SCROLL[direction]
-        return [_pointer({"type": "scroll", axis: sign * int(payload.get("scroll_amount", 1))}, payload, scale)]
+        amount = int(payload.get("scroll_amount", 1))
+        return [_pointer({"type": "scroll", axis: sign * amount}, payload, scale, schema)]
     if action == "wait":
-        return [{"type": "wait", "ms": int(round(float(require(payload, "duration", SCHEMA)) * 1000))}]
+        return [{"type": "wait", "ms": int(round(float(require(payload, "duration", schema)) * 1000))}]
     if action == "screenshot":
         return [with_scale({"type": "screenshot"}, scale)]
     if action == "cursor_position":
         return [with_scale({"type": "cursor_position"}, scale)]
     if action == "zoom":  # computer_20251124: a region of the model's screenshot, at full resolution
-        region = require(payload, "region", SCHEMA)
+        region = require(payload, "region", schema)
         if not (isinstance(region, list | tuple) and len(region) == 4
                 and all(isinstance(v, int | float) and not isinstance(v, bool) for v in region)):
-            raise UnsupportedActionError(f"{SCHEMA}: zoom region must be [x0, y0, x1, y1], not {region!r}",
+            raise UnsupportedActionError(f"{schema}: zoom region must be [x0, y0, x1, y1], not {region!r}",
                                          field="region")
         factor = scale if scale else 1.0
         x0, y0, x1, y1 = (int(round(v / factor)) for v in region)
         if x1 <= x0 or y1 <= y0:
-            raise InvalidActionError(f"{SCHEMA}: zoom region {region!r} is empty (x1 > x0 and y1 > y0 needed)",
+            raise InvalidActionError(f"{schema}: zoom region {region!r} is empty (x1 > x0 and y1 > y0 needed)",
                                      field="region")
         return [{"type": "screenshot", "region": {"x": x0, "y": y0, "width": x1 - x0, "height": y1 - y0}}]
-    raise UnsupportedActionError(f"{SCHEMA}: unknown action {action!r}", field="action")
+    raise UnsupportedActionError(f"{schema}: unknown action {action!r}", field="action")
 
 
 def _anthropic_pointer(out: dict[str, Any], a: Any) -> dict[str, Any]:

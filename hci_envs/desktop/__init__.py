@@ -4,7 +4,8 @@ Needs the ``server`` extra and X11 programs (Xvfb, a window manager); nothing el
 module import time, so clients work without it.
 """
 
-from .desktop import APT_PACKAGES, Desktop, DesktopHealth
+from .desktop import Desktop, DesktopHealth
+from .display import APT_PACKAGES
 from .encode import Frame, decode
 from .screen import EncodedImage
 

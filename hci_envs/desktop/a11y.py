@@ -1,4 +1,5 @@
-"""The accessibility tree of a desktop, read over AT-SPI from its private bus (see :mod:`.a11ybus`).
+"""The accessibility tree of a desktop, read over AT-SPI from its private bus (see :mod:`.a11ybus`): the
+reader, on the tree model of :mod:`.a11y_model` and the bus calls of :mod:`.a11y_dbus`.
 
 A walk that asks each element for each property (pyatspi's way) costs one D-Bus round trip per property
 per element. This reader takes the bulk of the tree in one call per app (``Cache.GetItems``: every element
@@ -19,313 +20,29 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import StaleElementError
+from .a11y_dbus import CALL_TIMEOUT, BusConnection, BusLoop, CallError, name_has_owner
+from .a11y_model import (
+    I_ACCESSIBLE, I_COMPONENT, I_TEXT, I_VALUE, MAX_CHILDREN, Element, Query, Ref, Tree, cut, describe, role_name,
+    state_names,
+)
+
+__all__ = ["Accessibility", "Query", "Tree", "name_has_owner"]  # what callers import from here
 
 log = logging.getLogger(__name__)
 
-Ref = tuple[str, str]  # (bus name, object path)
-
-# AT-SPI's role and state enumerations (atspi-constants.h), in order: the index is the number on the wire.
-ROLES = tuple(" ".join(name.split("_")).lower() for name in """
-INVALID ACCELERATOR_LABEL ALERT ANIMATION ARROW CALENDAR CANVAS CHECK_BOX CHECK_MENU_ITEM COLOR_CHOOSER
-COLUMN_HEADER COMBO_BOX DATE_EDITOR DESKTOP_ICON DESKTOP_FRAME DIAL DIALOG DIRECTORY_PANE DRAWING_AREA
-FILE_CHOOSER FILLER FOCUS_TRAVERSABLE FONT_CHOOSER FRAME GLASS_PANE HTML_CONTAINER ICON IMAGE INTERNAL_FRAME
-LABEL LAYERED_PANE LIST LIST_ITEM MENU MENU_BAR MENU_ITEM OPTION_PANE PAGE_TAB PAGE_TAB_LIST PANEL
-PASSWORD_TEXT POPUP_MENU PROGRESS_BAR PUSH_BUTTON RADIO_BUTTON RADIO_MENU_ITEM ROOT_PANE ROW_HEADER
-SCROLL_BAR SCROLL_PANE SEPARATOR SLIDER SPIN_BUTTON SPLIT_PANE STATUS_BAR TABLE TABLE_CELL
-TABLE_COLUMN_HEADER TABLE_ROW_HEADER TEAROFF_MENU_ITEM TERMINAL TEXT TOGGLE_BUTTON TOOL_BAR TOOL_TIP TREE
-TREE_TABLE UNKNOWN VIEWPORT WINDOW EXTENDED HEADER FOOTER PARAGRAPH RULER APPLICATION AUTOCOMPLETE EDITBAR
-EMBEDDED ENTRY CHART CAPTION DOCUMENT_FRAME HEADING PAGE SECTION REDUNDANT_OBJECT FORM LINK
-INPUT_METHOD_WINDOW TABLE_ROW TREE_ITEM DOCUMENT_SPREADSHEET DOCUMENT_PRESENTATION DOCUMENT_TEXT
-DOCUMENT_WEB DOCUMENT_EMAIL COMMENT LIST_BOX GROUPING IMAGE_MAP NOTIFICATION INFO_BAR LEVEL_BAR TITLE_BAR
-BLOCK_QUOTE AUDIO VIDEO DEFINITION ARTICLE LANDMARK LOG MARQUEE MATH RATING TIMER STATIC MATH_FRACTION
-MATH_ROOT SUBSCRIPT SUPERSCRIPT DESCRIPTION_LIST DESCRIPTION_TERM DESCRIPTION_VALUE FOOTNOTE
-CONTENT_DELETION CONTENT_INSERTION MARK SUGGESTION PUSH_BUTTON_MENU
-""".split())
-STATES = tuple(name.lower().replace("_", " ") for name in """
-INVALID ACTIVE ARMED BUSY CHECKED COLLAPSED DEFUNCT EDITABLE ENABLED EXPANDABLE EXPANDED FOCUSABLE FOCUSED
-HAS_TOOLTIP HORIZONTAL ICONIFIED MODAL MULTI_LINE MULTISELECTABLE OPAQUE PRESSED RESIZABLE SELECTABLE
-SELECTED SENSITIVE SHOWING SINGLE_LINE STALE TRANSIENT VERTICAL VISIBLE MANAGES_DESCENDANTS INDETERMINATE
-REQUIRED TRUNCATED ANIMATED INVALID_ENTRY SUPPORTS_AUTOCOMPLETION SELECTABLE_TEXT IS_DEFAULT VISITED
-CHECKABLE HAS_POPUP READ_ONLY
-""".split())
-
-#: Roles an agent acts on: pressing, typing, choosing, following.
-INTERACTIVE_ROLES = frozenset({
-    "push button", "toggle button", "check box", "radio button", "menu item", "check menu item",
-    "radio menu item", "menu", "combo box", "entry", "password text", "spin button", "slider", "link",
-    "page tab", "list item", "tree item", "icon", "desktop icon", "push button menu", "table cell",
-    "text", "terminal", "document text", "scroll bar", "autocomplete", "dial", "table column header",
-    "column header", "row header", "table row header",
-})
-#: States worth showing an agent (the rest are layout bookkeeping).
-SHOWN_STATES = ("focused", "checked", "selected", "pressed", "expanded", "collapsed", "editable",
-                "indeterminate", "visited", "read only", "modal", "required", "invalid entry")
-
 APP_ROOT = "/org/a11y/atspi/accessible/root"
 REGISTRY = ("org.a11y.atspi.Registry", APP_ROOT)
-I_ACCESSIBLE = "org.a11y.atspi.Accessible"
-I_COMPONENT = "org.a11y.atspi.Component"
-I_TEXT = "org.a11y.atspi.Text"
-I_VALUE = "org.a11y.atspi.Value"
-I_ACTION = "org.a11y.atspi.Action"
-I_EDITABLE = "org.a11y.atspi.EditableText"
 I_PROPERTIES = "org.freedesktop.DBus.Properties"
 
-#: Bounds on what one query takes from the apps.
+#: Bounds on what one query takes from the apps (and the model's MAX_CHILDREN).
 MAX_NAME = 300
 MAX_TEXT = 2000
-MAX_CHILDREN = 2000       # an element with more (a spreadsheet's cells) is not walked; its count is given
 HARD_MAX_NODES = 10_000
 MAX_DEPTH = 64
-CALL_TIMEOUT = 2.0        # one call to one app
 QUERY_TIMEOUT = 8.0       # a whole tree
-# Calls outstanding at once on the connection. More would not be faster (the app answers one at a time) and
-# could fill the socket's send buffer, which dbus-fast takes for a broken connection.
-IN_FLIGHT = 128
-
-
-@dataclass
-class Element:
-    """One element as read from its app (before filtering and numbering)."""
-
-    ref: Ref
-    role: str
-    name: str = ""
-    description: str = ""
-    states: frozenset[str] = frozenset()
-    interfaces: frozenset[str] = frozenset()
-    child_count: int = 0
-    parent: Ref | None = None
-    index: int = -1
-    children: list[Ref] | None = None  # known in order, when walked
-    box: tuple[int, int, int, int] | None = None
-    text: str | None = None
-    value: float | None = None
-    app: str = ""
-
-    @property
-    def showing(self) -> bool:
-        return "showing" in self.states and "visible" in self.states
-
-    @property
-    def interactive(self) -> bool:
-        if "enabled" not in self.states and "sensitive" not in self.states:
-            return False
-        if self.role in INTERACTIVE_ROLES:
-            return self.role not in ("text", "document text", "terminal", "table cell", "list item", "tree item") \
-                or bool({"editable", "focusable", "selectable"} & self.states)
-        return I_ACTION in self.interfaces and bool({"focusable", "selectable", "checkable"} & self.states) \
-            and self.role not in ("frame", "window", "application", "panel", "filler", "scroll pane", "viewport")
-
-    @property
-    def walkable(self) -> bool:
-        return "manages descendants" not in self.states and 0 < self.child_count <= MAX_CHILDREN
-
-
-def _cut(text: Any, limit: int) -> str:
-    text = str(text or "").replace("\ufffc", "").strip()
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _states(bits: Iterable[int]) -> frozenset[str]:
-    words = list(bits)[:2]
-    names = []
-    for word_index, word in enumerate(words):
-        for bit in range(32):
-            if word & (1 << bit):
-                number = word_index * 32 + bit
-                if number < len(STATES):
-                    names.append(STATES[number])
-    return frozenset(names)
-
-
-def _role(number: Any) -> str:
-    return ROLES[number] if isinstance(number, int) and 0 <= number < len(ROLES) else "unknown"
-
-
-@dataclass
-class Query:
-    """What to read and what to keep."""
-
-    app: str | None = None
-    window: str | None = None
-    visible_only: bool = True
-    interactive_only: bool = False
-    max_depth: int | None = None
-    max_nodes: int = 1000
-
-
-@dataclass
-class Tree:
-    """A numbered tree: ``nodes`` as JSON-ready dicts (element numbers 1..N, boxes in screen pixels unless
-    :meth:`scaled`), and what each number refers to."""
-
-    nodes: list[dict[str, Any]]
-    refs: dict[int, Ref]
-    screen: tuple[int, int]
-    scale: float = 1.0
-    apps: list[str] = field(default_factory=list)
-    reason: str | None = None
-    truncated: bool = False
-    elapsed_ms: float = 0.0
-
-    def scaled(self, scale: float) -> Tree:
-        """The same tree with boxes in the pixels of a screenshot taken at ``scale``."""
-        if scale == self.scale:
-            return self
-        factor = scale / self.scale
-        nodes = [{**n, "box": _scaled(n["box"], factor)} if "box" in n else n for n in self.nodes]
-        return Tree(nodes, self.refs, self.screen, scale, self.apps, self.reason, self.truncated, self.elapsed_ms)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"nodes": self.nodes, "count": len(self.nodes), "scale": self.scale,
-                "screen": list(self.screen), "apps": self.apps, "truncated": self.truncated,
-                "reason": self.reason, "elapsed_ms": round(self.elapsed_ms, 1)}
-
-    def outline(self, limit: int = 400) -> str:
-        """The tree as indented lines for a model: ``[7] push button "Save" (x,y wxh) focused``."""
-        head = f"accessibility tree: {len(self.nodes)} elements"
-        if self.apps:
-            head += f" ({', '.join(self.apps)})"
-        if self.scale != 1:
-            head += f", boxes at scale {self.scale:g}"
-        if self.reason:
-            head += f"; {self.reason}"
-        lines = [head]
-        for node in self.nodes[:limit]:
-            lines.append("  " * node["depth"] + describe(node))
-        if len(self.nodes) > limit:
-            lines.append(f"... {len(self.nodes) - limit} more in the structured result")
-        return "\n".join(lines)
-
-
-def describe(node: dict[str, Any]) -> str:
-    text = f"[{node['element']}] {node['role']}"
-    if node.get("name"):
-        text += f" {node['name']!r}"
-    box = node.get("box")
-    if box:
-        text += f" ({box[0]},{box[1]} {box[2]}x{box[3]})"
-    shown = [s for s in node.get("states", ()) if s in SHOWN_STATES]
-    if "enabled" not in node.get("states", ()) and node.get("interactive") is False and node["role"] in INTERACTIVE_ROLES:
-        shown.append("disabled")
-    if shown:
-        text += " " + " ".join(shown)
-    if node.get("value") is not None:
-        text += f" value={node['value']:g}"
-    if node.get("text") and node.get("text") != node.get("name"):
-        text += f" text={node['text'][:80]!r}"
-    return text
-
-
-class _Loop:
-    """One event loop thread for every desktop's bus connections in this process."""
-
-    _lock = threading.Lock()
-    _loop: asyncio.AbstractEventLoop | None = None
-
-    @classmethod
-    def get(cls) -> asyncio.AbstractEventLoop:
-        with cls._lock:
-            if cls._loop is None or not cls._loop.is_running():
-                loop = asyncio.new_event_loop()
-                started = threading.Event()
-
-                def run() -> None:
-                    asyncio.set_event_loop(loop)
-                    loop.call_soon(started.set)
-                    loop.run_forever()
-
-                threading.Thread(target=run, name="hci-envs-a11y", daemon=True).start()
-                started.wait()
-                cls._loop = loop
-            return cls._loop
-
-    @classmethod
-    def run(cls, coro: Any, timeout: float) -> Any:
-        future = asyncio.run_coroutine_threadsafe(coro, cls.get())
-        try:
-            return future.result(timeout)
-        except TimeoutError:
-            future.cancel()
-            raise
-
-
-class _Connection:
-    """One D-Bus connection with bounded calls: ``await call(...)`` returns the reply body or raises
-    :class:`CallError` (an error reply, a timeout, or the connection gone)."""
-
-    def __init__(self, address: str) -> None:
-        self.address = address
-        self.bus: Any = None
-        self._slots: asyncio.Semaphore | None = None
-
-    async def connect(self) -> None:
-        if self.bus is not None and self.bus.connected:
-            return
-        from dbus_fast.aio import MessageBus
-
-        self.bus = await asyncio.wait_for(MessageBus(bus_address=self.address).connect(), CALL_TIMEOUT)
-        self._slots = asyncio.Semaphore(IN_FLIGHT)
-
-    async def call(self, dest: str, path: str, interface: str, member: str, signature: str = "",
-                   body: Iterable[Any] = (), timeout: float = CALL_TIMEOUT) -> list[Any]:
-        from dbus_fast import Message, MessageType
-
-        await self.connect()
-        assert self._slots is not None
-        async with self._slots:
-            try:
-                reply = await asyncio.wait_for(self.bus.call(Message(
-                    destination=dest, path=path, interface=interface, member=member, signature=signature,
-                    body=list(body))), timeout)
-            except asyncio.TimeoutError:
-                raise CallError(f"{dest} did not answer {member} within {timeout:g}s", timeout=True) from None
-            except Exception as exc:  # noqa: BLE001 - a malformed reply or a closed connection
-                raise CallError(f"{member} to {dest} failed: {exc}") from None
-        if reply.message_type == MessageType.ERROR:
-            raise CallError(f"{member} to {dest}: {reply.error_name}", name=reply.error_name or "")
-        return list(reply.body)
-
-    def close(self) -> None:
-        if self.bus is not None:
-            try:
-                self.bus.disconnect()
-            except Exception:  # noqa: BLE001 - already gone
-                pass
-            self.bus = None
-
-
-class CallError(Exception):
-    def __init__(self, message: str, *, timeout: bool = False, name: str = "") -> None:
-        super().__init__(message)
-        self.timeout = timeout
-        self.name = name
-
-
-def name_has_owner(address: str, name: str) -> bool:
-    """Whether ``name`` is owned on the bus at ``address`` (a fresh connection; for start-up waits)."""
-
-    async def ask() -> bool:
-        conn = _Connection(address)
-        try:
-            body = await conn.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
-                                   "NameHasOwner", "s", [name])
-            return bool(body[0])
-        except (CallError, OSError):
-            return False
-        finally:
-            conn.close()
-
-    try:
-        return bool(_Loop.run(ask(), CALL_TIMEOUT + 1))
-    except Exception:  # noqa: BLE001 - the bus is not up yet
-        return False
 
 
 class Accessibility:
@@ -336,7 +53,7 @@ class Accessibility:
         self.screen = screen
         #: ``app_labels()`` -> {session id of an app's process: its label}, to name apps as the start state does
         self.app_labels = app_labels or (lambda: {})
-        self._conn = _Connection(address)
+        self._conn = BusConnection(address)
         self._activated: set[str] = set()
         self._lock = threading.Lock()
         self._elements: dict[int, dict[str, Any]] = {}
@@ -349,7 +66,7 @@ class Accessibility:
         started = time.perf_counter()
         with self._lock:
             try:
-                tree = _Loop.run(self._read(query), QUERY_TIMEOUT + 2)
+                tree = BusLoop.run(self._read(query), QUERY_TIMEOUT + 2)
             except TimeoutError:
                 tree = Tree([], {}, self.screen, reason=f"the apps did not answer within {QUERY_TIMEOUT:g}s")
             tree.elapsed_ms = (time.perf_counter() - started) * 1000
@@ -373,7 +90,7 @@ class Accessibility:
                     element=element)
             label = describe({**known, "box": None, "states": ()})
             try:
-                box, states = _Loop.run(self._current(known["ref"]), CALL_TIMEOUT * 2 + 1)
+                box, states = BusLoop.run(self._current(known["ref"]), CALL_TIMEOUT * 2 + 1)
             except (CallError, TimeoutError) as exc:
                 raise StaleElementError(f"{label} is gone ({exc}); take a new observation", element=element) from None
         if not ({"showing", "visible"} <= states):
@@ -398,7 +115,7 @@ class Accessibility:
             self._conn.close()
 
         try:
-            _Loop.run(disconnect(), 2.0)
+            BusLoop.run(disconnect(), 2.0)
         except Exception:  # noqa: BLE001 - the loop is gone with the interpreter
             pass
 
@@ -407,7 +124,7 @@ class Accessibility:
         box, states = await asyncio.gather(
             self._conn.call(ref[0], ref[1], I_COMPONENT, "GetExtents", "u", [0]),
             self._conn.call(ref[0], ref[1], I_ACCESSIBLE, "GetState"))
-        return tuple(int(v) for v in box[0])[:4], _states(states[0])  # type: ignore[return-value]
+        return tuple(int(v) for v in box[0])[:4], state_names(states[0])  # type: ignore[return-value]
 
     async def _read(self, query: Query) -> Tree:
         reasons: list[str] = []
@@ -499,7 +216,7 @@ class Accessibility:
                 ref, _app, parent, index, count, interfaces, elem_name, role, description, states = item
                 ref = (str(ref[0]), str(ref[1]))
                 elements[ref] = Element(
-                    ref, _role(role), _cut(elem_name, MAX_NAME), _cut(description, MAX_NAME), _states(states),
+                    ref, role_name(role), cut(elem_name, MAX_NAME), cut(description, MAX_NAME), state_names(states),
                     frozenset(str(i) for i in interfaces[:32]), int(count), (str(parent[0]), str(parent[1])),
                     int(index))
             except (TypeError, ValueError, IndexError):
@@ -536,8 +253,8 @@ class Accessibility:
             count = int(values.get("ChildCount", 0))
         except (TypeError, ValueError):
             count = 0
-        return Element(ref, _role(role[0]), _cut(values.get("Name"), MAX_NAME),
-                       _cut(values.get("Description"), MAX_NAME), _states(states[0]),
+        return Element(ref, role_name(role[0]), cut(values.get("Name"), MAX_NAME),
+                       cut(values.get("Description"), MAX_NAME), state_names(states[0]),
                        frozenset(str(i) for i in interfaces[0][:32]), count)
 
     async def _walk(self, elements: dict[Ref, Element], root: Ref, query: Query) -> None:
@@ -654,7 +371,7 @@ class Accessibility:
 
         async def text(e: Element) -> None:
             reply = await c.call(e.ref[0], e.ref[1], I_TEXT, "GetText", "ii", [0, MAX_TEXT + 1])
-            e.text = _cut(reply[0], MAX_TEXT) or None
+            e.text = cut(reply[0], MAX_TEXT) or None
 
         async def value(e: Element) -> None:
             reply = await c.call(e.ref[0], e.ref[1], I_PROPERTIES, "Get", "ss", [I_VALUE, "CurrentValue"])
@@ -678,8 +395,3 @@ class Accessibility:
 TEXTLESS_ROLES = frozenset({"application", "frame", "window", "dialog", "panel", "filler", "push button",
                             "menu item", "menu", "menu bar", "tool bar", "page tab", "scroll pane", "viewport",
                             "document web", "document frame", "section", "form", "list", "table", "tree"})
-
-
-def _scaled(box: list[int], scale: float) -> list[int]:
-    x, y, w, h = box
-    return [int(round(x * scale)), int(round(y * scale)), max(1, int(round(w * scale))), max(1, int(round(h * scale)))]

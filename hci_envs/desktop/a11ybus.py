@@ -21,7 +21,7 @@ from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
 from ..errors import MissingDependencyError
-from .processes import ProcessSupervisor
+from ..sandbox.processes import ProcessSupervisor
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class AccessibilityBus:
 
     def wait_registry(self, timeout: float = 5.0) -> None:
         """Return once the registry owns its name (apps started earlier would find no one to register with)."""
-        from .a11y import name_has_owner
+        from .a11y_dbus import name_has_owner
 
         assert self._registry is not None
         self._wait_for(lambda: name_has_owner(self.address, REGISTRY_NAME), self._registry, "at-spi2-registryd",

@@ -1,6 +1,7 @@
 """A desktop without X: the declared test seam for everything that is not about the display.
 
-:class:`FakeDesktop` keeps the real desktop's interface and its agent side (the agent's account, runtime
+:class:`FakeDesktop` is the real desktop's sibling (both are :class:`~.base_desktop.BaseDesktop`, which owns the agent's side)
+and keeps its interface and its agent side (the agent's account, runtime
 directory, processes, the sweep at reset), so ``bash``, ``python``, CodeAct, containment, the control plane,
 MCP and the clients run for real; only the display is replaced. Its screen is an in-memory frame on which
 input leaves marks (a click paints a block where it landed, typed text and keys paint a band at the top),
@@ -16,6 +17,8 @@ desktop.
 from __future__ import annotations
 
 import threading
+import time
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,7 +26,7 @@ import numpy as np
 
 from ..errors import DesktopDiedError, DisplayStartError
 from ..protocol import AppState, StartState
-from .desktop import Desktop, DesktopHealth
+from .base_desktop import BaseDesktop, DesktopHealth
 from .encode import Frame
 from .screen import Screen
 from .xinput import Typed
@@ -33,12 +36,16 @@ _BACKGROUND = (48, 40, 32, 255)
 _PASTE_CHORDS = {("ctrl", "v"), ("shift", "Insert"), ("ctrl", "shift", "v")}
 
 
-class FakeDesktop(Desktop):
-    """A :class:`Desktop` whose display is a frame in memory. Not thread-safe beyond what the executor's lock
-    gives (it serialises actions)."""
+class FakeDesktop(BaseDesktop):
+    """A desktop whose display is a frame in memory. Not thread-safe beyond what the executor's lock gives (it
+    serialises actions). Takes the real desktop's arguments (``home``, ``account``, ``max_processes``; the
+    display's own, such as ``dpi``, are accepted and mean nothing here)."""
 
-    def __init__(self, state: StartState | None = None, **kwargs: Any) -> None:
-        super().__init__(state, **kwargs)
+    no_accessibility = "the fake desktop has no accessibility tree (use the real desktop)"
+
+    def __init__(self, state: StartState | None = None, *, home: str | None = None, account: Any = None,
+                 max_processes: int = 0, **display_options: Any) -> None:
+        super().__init__(state, home=home, account=account, max_processes=max_processes)
         #: Every input event, in order: ("move", x, y), ("button", n, pressed), ("key", name, pressed), ...
         self.log: list[tuple[Any, ...]] = []
         #: The text typed or pasted into the "focused app" since the last reset.
@@ -72,6 +79,12 @@ class FakeDesktop(Desktop):
         self._windows.append(app)
         self.events.maps += 1
         return None
+
+    def stop_apps(self, grace: float = 0.0) -> None:
+        """The fake's apps are windows, not programs: a restart clears them."""
+
+    def forget_apps(self) -> None:
+        """As :meth:`stop_apps`."""
 
     def restart_session(self, state: StartState) -> None:
         self.end_agent_side()
@@ -120,8 +133,10 @@ class FakeDesktop(Desktop):
 
     def _mark(self, x: int, y: int, colour: tuple[int, int, int, int], size: int = 4) -> None:
         h, w = self._frame.shape[:2]
-        self._frame[max(0, y - size):min(h, y + size + 1), max(0, x - size):min(w, x + size + 1)] = colour
-        self.events.damage()
+        x0, y0 = max(0, x - size), max(0, y - size)
+        x1, y1 = min(w, x + size + 1), min(h, y + size + 1)
+        self._frame[y0:y1, x0:x1] = colour
+        self.events.damage((x0, y0, x1 - x0, y1 - y0))
 
     def _band(self) -> None:
         """Typed text as a band at the top: its length, and a colour from its last character."""
@@ -130,7 +145,7 @@ class FakeDesktop(Desktop):
         length = min(w, 4 * len(self.typed))
         last = ord(self.typed[-1]) if self.typed else 0
         self._frame[0:6, :length] = (last * 37 % 256, last * 91 % 256, 200, 255)
-        self.events.damage()
+        self.events.damage((0, 0, w, 6))
 
 
 class FakeScreen(Screen):
@@ -186,6 +201,10 @@ class FakeInput:
 
     def delivered(self) -> None:
         """The fake's input takes effect when it is sent: nothing is ever in flight."""
+
+    def handled(self, timeout: float = 2.0) -> bool:
+        """The fake has no apps that could lag behind its keys."""
+        return True
 
     def move(self, x: int, y: int) -> None:
         self._event("move", x, y)
@@ -274,6 +293,11 @@ class FakeInput:
     def restore_access_control(self) -> None:
         pass
 
+    def focused_window(self) -> int | None:
+        """The newest window has the focus; with no window, nothing has it."""
+        windows = self._desktop.windows()
+        return windows[-1] if windows else None
+
     def focused_class(self) -> str:
         return "fake"
 
@@ -300,9 +324,16 @@ class FakeEvents:
         self._generation = 0
         self._clipboard: dict[str, str] = {}
         self.requests_served = 0
+        self._recent: deque[tuple[float, tuple[int, int, int, int]]] = deque(maxlen=512)
 
-    def damage(self) -> None:
+    def damage(self, box: tuple[int, int, int, int] | None = None) -> None:
+        """The fake screen changed (in ``box``, or all of it)."""
         self._generation += 1
+        w, h = self._desktop.size
+        self._recent.append((time.monotonic(), box or (0, 0, w, h)))
+
+    def changes_since(self, since: float, until: float | None = None) -> list[tuple[int, int, int, int]]:
+        return [box for when, box in self._recent if when > since and (until is None or when <= until)]
 
     def damage_generation(self) -> int | None:
         return self._generation
@@ -316,6 +347,9 @@ class FakeEvents:
     def wait_settled(self, quiet: float = 0.05, timeout: float = 2.0, *, since: float | None = None,
                      effect: float = 0.0) -> bool:
         return True
+
+    def wait_for_damage(self, count: int | None, timeout: float) -> bool:
+        return count is not None and self._generation > count  # the fake screen changes only when told to
 
     def map_count(self) -> int:
         return self.maps

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from Xlib import X, XK, display as xdisplay, error as xerror
 from Xlib.ext import xtest
@@ -53,7 +54,7 @@ class Typed:
     stopped: str = ""
 
 
-def _nobody_answers(new_map: bool = False) -> bool:
+def _nobody_answers(timeout: float = 0.0, *, new_map: bool = False) -> bool:
     return new_map  # nobody to ask: a busy key stays busy, and nobody else reads the map
 
 
@@ -100,6 +101,13 @@ class Input:
             self.sync()
             self.sync()
 
+    def handled(self, timeout: float = 2.0) -> bool:
+        """Whether the app that gets the keys has handled every key sent so far, waiting up to ``timeout``
+        seconds: what it does about a key (a copy to the clipboard, a file saved) is done when it answers,
+        not when the X server has delivered the key. True at once when nobody gets the keys; false when the
+        app cannot be asked or does not answer in time (the caller goes on with what it finds)."""
+        return bool(self._acknowledge(timeout))
+
     def _fake(self, event_type: int, detail: int = 0, x: int = 0, y: int = 0) -> None:
         if event_type == X.MotionNotify:
             xtest.fake_input(self._d, X.MotionNotify, x=x, y=y, root=self._root)
@@ -123,8 +131,14 @@ class Input:
     def mapped_children(self) -> list[int]:
         with self.lock:
             tree = self._guard(self._root.query_tree)
-            return [w.id for w in tree.children  # type: ignore[attr-defined]
-                    if w.get_attributes().map_state == X.IsViewable]
+            shown = []
+            for child in tree.children:  # type: ignore[attr-defined]
+                try:
+                    if child.get_attributes().map_state == X.IsViewable:
+                        shown.append(child.id)
+                except (xerror.BadWindow, xerror.BadDrawable):  # gone since the tree was read
+                    continue
+            return shown
 
     def activate(self, window: int) -> None:
         """Ask the window manager to focus and raise ``window`` (EWMH _NET_ACTIVE_WINDOW, from a pager)."""
@@ -155,24 +169,41 @@ class Input:
             self._guard(lambda: self._root.send_event(message, event_mask=mask))
             self.sync()
 
+    def focused_window(self) -> int | None:
+        """The app window that has the keyboard focus (the top-level that carries WM_CLASS), or None when no app
+        window has it: no focus, the root, or a window manager's own window where it parks the focus."""
+        with self.lock:
+            try:
+                focus = self._d.get_input_focus().focus
+                if focus == X.PointerRoot:  # keys go to the top-level window under the pointer, if any
+                    focus = self._root.query_pointer().child
+                found = self._app_window(focus)
+            except (xerror.BadWindow, xerror.BadDrawable, xerror.BadMatch):
+                return None
+            return found[0].id if found is not None else None
+
     def focused_class(self) -> str:
         """The WM_CLASS class of the top-level window that has the keyboard focus ("" if none says)."""
         with self.lock:
             try:
-                window = self._d.get_input_focus().focus
-                for _ in range(32):  # up from the focused child to the window that carries WM_CLASS
-                    if not hasattr(window, "get_wm_class"):
-                        return ""
-                    names = window.get_wm_class()
-                    if names:
-                        return str(names[-1])
-                    parent = window.query_tree().parent
-                    if parent is None or parent.id in (0, self._root.id):
-                        return ""
-                    window = parent
+                found = self._app_window(self._d.get_input_focus().focus)
             except (xerror.BadWindow, xerror.BadDrawable, xerror.BadMatch):
                 return ""
-            return ""
+            return found[1] if found is not None else ""
+
+    def _app_window(self, window: Any) -> tuple[Any, str] | None:
+        """Up from ``window`` to the window that carries WM_CLASS, and its class; None if none does."""
+        for _ in range(32):
+            if not hasattr(window, "get_wm_class"):  # X.NONE, X.PointerRoot: plain numbers
+                return None
+            names = window.get_wm_class()
+            if names:
+                return window, str(names[-1])
+            parent = window.query_tree().parent
+            if parent is None or parent.id in (0, self._root.id):
+                return None
+            window = parent
+        return None
 
     def window_pid(self, window: int) -> int | None:
         """The process a window says it belongs to (_NET_WM_PID), if it says."""
@@ -195,11 +226,25 @@ class Input:
                 return None
             return -origin.x, -origin.y, geometry.width, geometry.height
 
+    def window_class(self, window: int) -> tuple[str, ...]:
+        """A window's WM_CLASS (instance, class), or () if it has none or is gone."""
+        with self.lock:
+            win = self._d.create_resource_object("window", window)
+            try:
+                names = self._guard(win.get_wm_class)
+            except (xerror.BadWindow, xerror.BadDrawable):
+                return ()
+            return tuple(str(n) for n in names) if names else ()  # type: ignore[union-attr]
+
     def window_title(self, window: int) -> str:
+        """A window's title, or "" if it has none or is gone (windows come and go while a list is walked)."""
         with self.lock:
             win = self._d.create_resource_object("window", window)
             for name in ("_NET_WM_NAME", "WM_NAME"):
-                prop = self._guard(lambda n=name: win.get_full_property(self._atom(n), X.AnyPropertyType))
+                try:
+                    prop = self._guard(lambda n=name: win.get_full_property(self._atom(n), X.AnyPropertyType))
+                except (xerror.BadWindow, xerror.BadDrawable):
+                    return ""
                 if prop is not None and prop.value:  # type: ignore[attr-defined]
                     value = prop.value  # type: ignore[attr-defined]
                     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

@@ -7,7 +7,7 @@
 
 Secure by default: random control and agent tokens are passed in the environment (the server inside binds
 0.0.0.0 and refuses to start without them), every capability is dropped but the six the server needs to run
-each session's agent side as an account of its own (``hci_envs.accounts.CAPABILITIES``: SETUID, SETGID, KILL,
+each session's agent side as an account of its own (``hci_envs.sandbox.accounts.CAPABILITIES``: SETUID, SETGID, KILL,
 CHOWN, DAC_OVERRIDE, FOWNER; the image's entrypoint hands them to the non-root server as ambient capabilities
 and no process stays root), no-new-privileges is set, the container is never privileged, and memory, CPU
 and process limits apply. The container is removed on
@@ -35,7 +35,7 @@ import secrets
 import socket
 from typing import Any
 
-from ..accounts import CAPABILITIES
+from ..sandbox.accounts import CAPABILITIES
 from ..errors import ConfigError, ProviderError, require
 from .base import Provider, redact, wait_for_health
 
@@ -69,7 +69,8 @@ def reap_orphans(client: Any) -> list[str]:
     """Remove containers started by providers of processes on this machine that are gone."""
     removed = []
     host = socket.gethostname()
-    for container in client.containers.list(all=True, filters={"label": LABEL}):
+    # Listing inspects each container: one removed meanwhile (another provider's, stopping) is passed over.
+    for container in client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True):
         owner = container.labels.get(OWNER, "")
         owner_host, _, pid = owner.rpartition(":")
         if owner_host == host and pid.isdigit() and not _pid_alive(int(pid)):

@@ -39,7 +39,7 @@ class LocalProvider(Provider):
         self._output: collections.deque[str] = collections.deque(maxlen=200)
 
     def argv(self) -> list[str]:
-        argv = [self.python, "-m", "hci_envs.cli", "serve", "--host", self.host, "--port", "0", "--env", self.env,
+        argv = [self.python, "-m", "hci_envs.ops.cli", "serve", "--host", self.host, "--port", "0", "--env", self.env,
                 "--exit-with-stdin"]
         for key, value in self.options.items():
             flag = "--" + key.replace("_", "-")

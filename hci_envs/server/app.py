@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from typing import Any
 
 import anyio
@@ -26,13 +26,14 @@ from starlette.types import Receive, Scope, Send
 
 from .. import __version__
 from ..errors import HciEnvsError, SessionNotFoundError
-from . import collect_routes, control, openenv_mcp, recording_routes, vnc_routes
+from . import collect_routes, control_routes, openenv_mcp, recording_routes, vnc_routes
 from .config import ServerConfig
 from .core import HciServer
 from .deps import bearer, error_response
 from .guards import HostGuard, PeerGuard
 from .mcp_bridge import SCOPE_KEY
 from .path_token import PathToken
+from .profiles import DEFAULT_PROFILE
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,9 @@ class McpEndpoint:
             if body is None:
                 await JSONResponse({"detail": "request body too large"}, status_code=413)(scope, receive, send)
                 return
-            message, reply = _parse_jsonrpc(body)
+            # The SDK parses the body; this endpoint parses it too only when its bytes could be something the
+            # SDK must not see (see _needs_routing): OpenEnv's session methods, or no JSON-RPC at all.
+            message, reply = _parse_jsonrpc(body) if _needs_routing(body) else (None, None)
             if reply is not None:  # OpenEnv's validator posts {}: answer like a JSON-RPC server would
                 await JSONResponse(reply)(scope, receive, send)
                 return
@@ -77,7 +80,7 @@ class McpEndpoint:
             receive = _replay(body)
         scope = dict(scope)
         scope[SCOPE_KEY] = session
-        mcp = self.server.mcp_servers[scope.get("hci_envs.flavor", "tools")]
+        mcp = self.server.mcp_servers[scope.get("hci_envs.profile", DEFAULT_PROFILE)]
         await mcp.session_manager.handle_request(scope, receive, send)
 
 
@@ -112,6 +115,13 @@ def _replay(body: bytes) -> Receive:
     return receive
 
 
+def _needs_routing(body: bytes) -> bool:
+    """Whether this endpoint must read an MCP body before the SDK does: it might be one of OpenEnv's session
+    methods (``openenv/...``, or a tool method naming ``session_id``) or not a JSON-RPC message at all. A body
+    without those bytes cannot be either, unless it spells them with escapes, so any escape is read too."""
+    return b"openenv/" in body or b"session_id" in body or b'"jsonrpc"' not in body or b"\\u" in body
+
+
 def _parse_jsonrpc(body: bytes) -> tuple[Any, dict[str, Any] | None]:
     """The message, and the JSON-RPC error to answer instead when it is not JSON-RPC at all."""
     try:
@@ -141,8 +151,21 @@ class HciApp:
         self._rest = PeerGuard(HostGuard(api, **host_checks), lambda: uids)
         # first of all: a base URL carrying the control token (OpenEnv's from_docker_image) loses it here
         self._entry = PathToken(self._dispatch, config.control_token)
+        self._guest: Any = None
+        if config.osworld_port is not None:
+            from .osworld_guest import OwnerGuard, guest_app
+
+            self._guest = OwnerGuard(guest_app(server.sessions.default), server.osworld_owner)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._guest is not None and scope["type"] in ("http", "websocket") and _on_guest_socket(scope, self.hci.config):
+            clients = self.hci.clients  # a client like any other: the server is not orphaned while it works
+            clients.begin()
+            try:
+                await self._guest(scope, receive, send)  # OSWorld's harness, on the socket of its own
+            finally:
+                clients.end()
+            return
         await self._entry(scope, receive, send)
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -153,16 +176,22 @@ class HciApp:
         clients.begin()
         try:
             if scope["type"] == "http":
-                route = mcp_route(scope["path"])
+                route = mcp_route(scope["path"], self.hci.mcp_servers)
                 if route is not None:
-                    session_id, flavor = route
+                    session_id, profile = route
                     scope["path_params"] = {"session_id": session_id} if session_id else {}
-                    scope["hci_envs.flavor"] = flavor
+                    scope["hci_envs.profile"] = profile
                     await self._mcp(scope, receive, send)
                     return
             await self._rest(scope, receive, send)
         finally:
             clients.end()
+
+
+def _on_guest_socket(scope: Scope, config: ServerConfig) -> bool:
+    """Whether the request came in on the guest API's socket (127.0.0.1, its port), not the main one."""
+    server = scope.get("server")
+    return bool(server) and server[1] == config.osworld_port and server[0] in ("127.0.0.1", "::ffff:127.0.0.1")
 
 
 async def exit_when_orphaned(server: HciServer, timeout: float) -> None:
@@ -183,16 +212,17 @@ async def exit_when_orphaned(server: HciServer, timeout: float) -> None:
             return
 
 
-def mcp_route(path: str) -> tuple[str | None, str] | None:
-    """(session id or None for the default session, "tools" or "code") for an MCP path, else None."""
+def mcp_route(path: str, profiles: Collection[str]) -> tuple[str | None, str] | None:
+    """(session id or None for the default session, the tool profile) for an MCP path, else None: ``/mcp``,
+    ``/mcp/<profile>``, ``/sessions/<id>/mcp`` and ``/sessions/<id>/mcp/<profile>`` (see profiles.py)."""
     parts = path.rstrip("/").split("/")[1:]
-    flavor = "tools"
-    if parts and parts[-1] == "code":
-        flavor, parts = "code", parts[:-1]
+    profile = DEFAULT_PROFILE
+    if len(parts) > 1 and parts[-2] == "mcp" and parts[-1] in profiles:
+        profile, parts = parts[-1], parts[:-1]
     if parts == ["mcp"]:
-        return None, flavor
+        return None, profile
     if len(parts) == 3 and parts[0] == "sessions" and parts[2] == "mcp" and parts[1]:
-        return parts[1], flavor
+        return parts[1], profile
     return None
 
 
@@ -201,25 +231,27 @@ def create_app(config: ServerConfig) -> HciApp:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with server.mcp.session_manager.run(), server.mcp_code.session_manager.run(), \
-                anyio.create_task_group() as tg:
-            for hook in server.startup_hooks:
-                await hook()
-            if config.start_default_session:
-                await server.sessions.create("default", start=not config.lazy_default_session)
-            if config.on_ready is not None:
-                config.on_ready(server)
-            tg.start_soon(server.sessions.reap_forever)
-            if config.orphan_timeout is not None:
-                tg.start_soon(exit_when_orphaned, server, config.orphan_timeout)
-            try:
-                yield
-            finally:
-                tg.cancel_scope.cancel()
-                for stop in server.shutdown_hooks:
-                    stop()
-                with anyio.CancelScope(shield=True):
-                    await server.sessions.close_all()
+        async with contextlib.AsyncExitStack() as managers:
+            for mcp in server.mcp_servers.values():  # before the task group: they end after it
+                await managers.enter_async_context(mcp.session_manager.run())
+            async with anyio.create_task_group() as tg:
+                for hook in server.startup_hooks:
+                    await hook()
+                if config.start_default_session:
+                    await server.sessions.create("default", start=not config.lazy_default_session)
+                if config.on_ready is not None:
+                    config.on_ready(server)
+                tg.start_soon(server.sessions.reap_forever)
+                if config.orphan_timeout is not None:
+                    tg.start_soon(exit_when_orphaned, server, config.orphan_timeout)
+                try:
+                    yield
+                finally:
+                    tg.cancel_scope.cancel()
+                    for stop in server.shutdown_hooks:
+                        stop()
+                    with anyio.CancelScope(shield=True):
+                        await server.sessions.close_all()
 
     app = FastAPI(
         title="hci-envs",
@@ -258,10 +290,10 @@ def create_app(config: ServerConfig) -> HciApp:
             "desktop": desktop,
         }
 
-    app.include_router(control.router)
+    app.include_router(control_routes.router)
     app.include_router(openenv_mcp.router)
     if config.mode == "simulation":
-        app.include_router(control.simulation_router)
+        app.include_router(control_routes.simulation_router)
     if config.vnc:
         vnc_routes.install_vnc(app, server)
         collect_routes.install_collect(app, server)  # the page for people who record demonstrations

@@ -3,13 +3,8 @@
     {base}/collect/{session}/{secret}/        the page (``collect_url`` in the session's state)
     {base}/collect/{session}/{secret}/api/... what it calls
 
-The secret is the session's VNC **control** secret (the one in ``vnc_url``): it already grants control of that
-one desktop, and nothing more; the server-wide control token is never needed or accepted here. Every route
-lives under the secret-bearing prefix and is checked like the VNC WebSocket: an unknown session and a wrong
-secret (the view-only one included) get the same answer after the same delay, the secret is compared in
-constant time, and the server's Host/Origin guard runs first. A request that changes something must also
-come from the page's own origin (Origin, when a browser sends one, and Sec-Fetch-Site) and carry JSON, so a
-page of another site cannot drive the desktop even if it learnt the URL.
+The secret is the session's VNC **control** secret (the one in ``vnc_url``). Every route lives under the
+secret-bearing prefix and goes through the page's guard (:mod:`.collect_guard`).
 
 The page shows the task's instruction, the live desktop (noVNC's RFB module from ``/vnc/``), record, pause,
 resume, stop and discard, the actions as the recorder writes them to ``actions.jsonl``, and the session's
@@ -22,47 +17,32 @@ check when there is a task.
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
-import shutil
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 import anyio
-from fastapi import APIRouter, Body, Depends, FastAPI, Query, Request
+from fastapi import APIRouter, Body, Depends, FastAPI, Query
 from fastapi.responses import FileResponse, RedirectResponse, Response
 from pydantic import BaseModel, ConfigDict
 
 from .. import plugins
-from ..errors import (
-    AuthError,
-    ConfigError,
-    EnvironmentStateError,
-    EpisodeNameError,
-    EpisodeNotFoundError,
-    ForeignOriginError,
-    HciEnvsError,
-    SessionNotFoundError,
-    TaskNotFoundError,
-)
+from ..errors import EnvironmentStateError, EpisodeNotFoundError, HciEnvsError, TaskNotFoundError
 from . import recording_routes
+from .collect_guard import episode_path, page_session
 from .core import HciServer
 from .deps import get_server
 from .sessions import Session
-from .vnc_routes import REFUSAL_DELAY, control_status
+from .vnc_routes import control_status
 
 log = logging.getLogger(__name__)
 
 PREFIX = "/collect/{session_id}/{secret}"
 #: The page's own files (served from the package: no build step, nothing from elsewhere).
 ASSETS = {"collect.js": "text/javascript", "collect.css": "text/css"}
-VIDEO_TYPES = {".mp4": "video/mp4", ".webm": "video/webm"}
-#: Most bytes of actions.jsonl one poll returns (the page asks again for the rest).
-MAX_ACTIONS_BYTES = 256 * 1024
 #: What the page's HTML may load: its own origin only; frames of it nowhere.
 PAGE_HEADERS = {
     "Content-Security-Policy": (
@@ -101,152 +81,29 @@ def attach_collect(server: HciServer, session: Session) -> dict[str, Any]:
     return {"collect_url": collect_url(server, session)}
 
 
-# -- who may call ---------------------------------------------------------------------------------------------
-async def page_session(request: Request, session_id: str, secret: str,
-                       server: HciServer = Depends(get_server)) -> Session:
-    """The session the path names, if the path's secret is its VNC control secret; the same refusal, after the
-    same delay, for an unknown session and a wrong secret. Requests that change something must come from the
-    page's own origin."""
-    try:
-        session = server.sessions.get(session_id)
-    except SessionNotFoundError:
-        session = None
-    vnc = session.vnc if session is not None else None
-    expected = vnc.control_password if vnc is not None else "-" * 32
-    if not hmac.compare_digest(secret.encode(), expected.encode()) or session is None:
-        await anyio.sleep(REFUSAL_DELAY)  # slow down guessing
-        raise AuthError("wrong session or secret")
-    if request.method not in ("GET", "HEAD"):
-        check_same_origin(request, server)
-    return session
-
-
-def _origin_of(url: str) -> str | None:
-    parts = urlsplit(url)
-    if not parts.scheme or not parts.netloc:
-        return None
-    return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
-
-
-def check_same_origin(request: Request, server: HciServer) -> None:
-    """Cross-site request forgery: a browser says where a request comes from (Origin on every POST and DELETE,
-    Sec-Fetch-Site in current browsers); it must be this page's origin, as the browser reached it (the Host it
-    sent) or as the server is published (``--public-url``). Clients that are no browser send neither. JSON is
-    required too, which a form of another site cannot send without a preflight."""
-    site = request.headers.get("sec-fetch-site")
-    if site is not None and site not in ("same-origin", "none"):
-        raise ForeignOriginError(f"refused: a request from another site ({site})")
-    origin = request.headers.get("origin")
-    if origin is not None:
-        host = request.headers.get("host", "").lower()
-        allowed = {f"http://{host}", f"https://{host}", _origin_of(server.config.base_url())}
-        if origin.lower() not in allowed:
-            raise ForeignOriginError("refused: this page's API answers only the page's own origin")
-    kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if request.method == "POST" and kind != "application/json":
-        raise ConfigError("send the request's body as application/json", field="content-type")
-
-
 # -- episodes -------------------------------------------------------------------------------------------------
-def check_episode_name(name: str) -> None:
-    if (not name or len(name) > 255 or name.startswith(".") or any(c in name for c in "/\\\0")
-            or not name.isprintable()):
-        raise EpisodeNameError(f"invalid episode name {name!r}: a folder name, not a path", name=name)
-
-
-def episode_path(session: Session, name: str) -> Path:
-    """The folder of this session's episode ``name``; never a path outside the session's own episodes."""
-    check_episode_name(name)
-    for path in session.episodes:
-        if path.name == name:
-            return path
-    raise EpisodeNotFoundError(f"no episode {name!r} in this session", name=name)
-
-
-def _read_meta(path: Path) -> dict[str, Any] | None:
-    try:
-        meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return meta if isinstance(meta, dict) else None
-
-
-def video_file(path: Path, meta: dict[str, Any] | None) -> Path | None:
-    """The episode's video, as meta.json names it (``"video": {"file": NAME}``, a path inside the folder), if
-    it is a regular file of a known type inside the episode folder."""
-    video = (meta or {}).get("video")
-    name = video.get("file") if isinstance(video, dict) else None
-    if not isinstance(name, str) or not name or name.startswith("/") or "\\" in name or "\0" in name:
-        return None
-    parts = name.split("/")
-    if any(part in ("", ".", "..") for part in parts) or Path(name).suffix.lower() not in VIDEO_TYPES:
-        return None
-    target = path.joinpath(*parts)
-    try:
-        if target.is_symlink() or not target.is_file():
-            return None
-        target.resolve().relative_to(path.resolve())
-    except (OSError, ValueError):
-        return None
-    return target
-
-
 def list_episodes(session: Session) -> list[dict[str, Any]]:
     """This session's episodes, newest first, as the page lists them."""
+    summarize_episode = plugins.load(plugins.RECORDERS, "summarize_episode")
     state = collect_state(session)
     recorder = session.recorder
     out = []
     for path in reversed(session.episodes):
-        meta = _read_meta(path)
-        if meta is None:
+        summary = summarize_episode(path)
+        if summary is None:
             continue  # deleted, or not written yet
-        counts = meta.get("counts") or {}
         if recorder is not None and recorder.path == path:  # being written: the recorder knows better
             live = recorder.status()
-            meta["state"], counts = live["state"], {"actions": live["actions"], "frames": live["frames"]}
-        video = video_file(path, meta)
-        out.append({
-            "name": path.name,
-            "task": meta.get("task"),
-            "state": meta.get("state"),
-            "started": (meta.get("clock_origin") or {}).get("wall"),
-            "ended": meta.get("ended"),
-            "actions": counts.get("actions"),
-            "frames": counts.get("frames"),
-            "screen": meta.get("screen"),
-            "video": {"file": video.name, "type": VIDEO_TYPES[video.suffix.lower()]} if video else None,
-            "replay": state.reports.get(path.name),
-        })
+            summary.update(state=live["state"], actions=live["actions"], frames=live["frames"])
+        summary["replay"] = state.reports.get(path.name)
+        out.append(summary)
     return out
-
-
-def read_actions(path: Path, cursor: int) -> tuple[list[dict[str, Any]], int]:
-    """Complete lines of ``path`` from byte ``cursor`` on (at most MAX_ACTIONS_BYTES), and the next cursor."""
-    try:
-        with open(path, "rb") as f:
-            if cursor > 0:
-                f.seek(cursor - 1)
-                if f.read(1) != b"\n":
-                    raise ConfigError("cursor: not the start of a line of this episode's actions", field="cursor")
-            data = f.read(MAX_ACTIONS_BYTES)
-    except FileNotFoundError:
-        return [], 0
-    end = data.rfind(b"\n") + 1
-    actions = []
-    for line in data[:end].splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            actions.append(record)
-    return actions, cursor + end
 
 
 def current_task(server: HciServer, session: Session) -> dict[str, Any] | None:
     """The session's task (it was reset into one), else the task the recording names."""
-    if session.task is not None and session.task.task is not None:
-        task = session.task.task
+    task = session.env.tasks.task
+    if task is not None:
         return {"id": task.id, "instruction": task.instruction}
     recorder = session.recorder
     if recorder is not None and recorder.state in ("recording", "paused") and recorder.task:
@@ -268,7 +125,7 @@ def page_state(server: HciServer, session: Session, episode: str | None, cursor:
     if name is not None:
         if episode != name:
             cursor = 0  # a new episode: its actions from the start
-        items, cursor = read_actions(recorder.path / "actions.jsonl", cursor)
+        items, cursor = plugins.load(plugins.RECORDERS, "read_actions")(recorder.path, cursor)
     return {
         "session": session.id,
         "recording": status,
@@ -282,10 +139,9 @@ def page_state(server: HciServer, session: Session, episode: str | None, cursor:
 
 
 async def delete_episode(server: HciServer, session: Session, path: Path) -> None:
-    root = Path(server.config.episodes_dir).resolve()
-    if path.is_symlink() or path.parent.resolve() != root:
-        raise EpisodeNotFoundError(f"{path.name!r} is not in the server's episodes folder", name=path.name)
-    await anyio.to_thread.run_sync(lambda: shutil.rmtree(path, ignore_errors=False) if path.exists() else None)
+    """Delete the episode's folder, and forget it in the session."""
+    delete_folder = plugins.load(plugins.RECORDERS, "delete_episode")
+    await anyio.to_thread.run_sync(delete_folder, Path(server.config.episodes_dir), path)
     session.episodes[:] = [p for p in session.episodes if p != path]
     collect_state(session).reports.pop(path.name, None)
     if session.recorder is not None and session.recorder.path == path:
@@ -403,14 +259,11 @@ async def get_episodes(session: Session = Depends(page_session)) -> Response:
 async def get_video(name: str, session: Session = Depends(page_session)) -> Response:
     """The episode's video file (Range requests answered, so a browser can seek)."""
     path = episode_path(session, name)
-
-    def find() -> Path | None:
-        return video_file(path, _read_meta(path))
-
-    video = await anyio.to_thread.run_sync(find)
-    if video is None:
+    found = await anyio.to_thread.run_sync(plugins.load(plugins.RECORDERS, "find_video"), path)
+    if found is None:
         raise EpisodeNotFoundError(f"episode {name!r} has no video", name=name)
-    return FileResponse(video, media_type=VIDEO_TYPES[video.suffix.lower()],
+    video, media_type = found
+    return FileResponse(video, media_type=media_type,
                         headers={"Cache-Control": "no-store"}, content_disposition_type="inline")
 
 

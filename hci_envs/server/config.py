@@ -84,6 +84,10 @@ class ServerConfig:
     #: Seconds with no client (no request, no open WebSocket, no VNC viewer) after which the server exits:
     #: a container whose client died without removing it ends on its own. None: never.
     orphan_timeout: float | None = None
+    #: A port (on loopback) serving OSWorld's guest API over the default session (hci_envs.server.osworld_guest);
+    #: None for none. Only ``osworld_owner`` (a uid; default: this server's) may call it.
+    osworld_port: int | None = None
+    osworld_owner: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1:

@@ -6,6 +6,7 @@ Route modules read it through :func:`hci_envs.server.deps.get_server`; it import
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -13,13 +14,14 @@ from typing import Any
 import anyio
 
 from .. import __version__
-from ..accounts import IsolationStatus, agent_uids, resolve_isolation
-from ..codeact import BASE_TOOLS, CODE_TOOL
+from ..sandbox.accounts import IsolationStatus, agent_uids, resolve_isolation
+from ..env.assembly import EnvironmentHooks
 from ..errors import ConfigError, EnvironmentStateError
 from .config import ServerConfig
 from .mcp_bridge import build_mcp_server, session_from_request
+from .profiles import profile_path, tool_profiles
 from .sessions import Session, SessionManager
-from .tasks import TaskSuite
+from ..tasks.catalog import TaskSuite
 
 log = logging.getLogger(__name__)
 
@@ -83,69 +85,78 @@ class HciServer:
             concurrency=config.session_concurrency,
             max_queued=config.max_queued_calls,
         )
-        specs = env_class.tool_specs()
         name = getattr(env_class, "__name__", "hci-envs")
         instructions = getattr(env_class, "description", None) or None
-        # Two faces of one registry: every tool one call at a time, or CodeAct (code in which every tool is a
-        # function) with the discovery tools.
-        self.mcp = build_mcp_server(
-            {n: s for n, s in specs.items() if n != CODE_TOOL}, session_from_request,
-            name=name, instructions=instructions, version=__version__,
-        )
-        self.mcp_code = build_mcp_server(
-            {n: s for n, s in specs.items() if n in BASE_TOOLS}, session_from_request,
-            name=f"{name} (CodeAct)", instructions=instructions, version=__version__,
-        )
-        self.mcp_servers = {"tools": self.mcp, "code": self.mcp_code}
+        # Faces of one registry (see profiles.py): every tool one call at a time, CodeAct, the Anthropic toolset.
+        # the screen each session's environment declares (the toolset's scale follows from it)
+        declared = env_class.declare(config.env_kwargs.get("start_state") or env_class.start_state)
+        labels = {"tools": name, "code": f"{name} (CodeAct)", "anthropic": f"{name} (Anthropic computer toolset)",
+                  "osworld": f"{name} (OSWorld actions)"}
+        self.mcp_servers = {
+            profile: build_mcp_server(specs, session_from_request, name=labels.get(profile, f"{name} ({profile})"),
+                                      instructions=instructions, version=__version__)
+            for profile, specs in tool_profiles(env_class, width=declared.width, height=declared.height).items()
+        }
         self.task_suite = TaskSuite(config.tasks)
 
     async def reset_session(self, session: Session, options: dict[str, Any]) -> Any:
         """Reset ``session``: to its start state, a snapshot (``snapshot``), or a task (``task``: an id of the
         server's suite or a task spec), with ``seed`` and ``episode_id``."""
-        from .tasks import SessionTask
-
         options = dict(options)
-        seed, episode_id = options.pop("seed", None), options.pop("episode_id", None)
         task_ref = options.pop("task", None)
-        if task_ref is None:
-            if session.task is not None and session.task.task is not None:
-                # after a task, a plain reset is back in the session's own start state, with nothing to score
-                options.setdefault("start_state", session.task.own_start_state)
-                session.task.task = None
-            return await session.run_control(session.env.reset, seed=seed, episode_id=episode_id, **options)
-        if options:
-            raise ConfigError(f"a reset into a task takes no other options ({', '.join(sorted(options))})")
-        task = await anyio.to_thread.run_sync(self.task_suite.resolve, task_ref)
-        if session.task is None:
-            session.task = SessionTask(session.env)
-        return await session.run_control(session.task.reset, task, seed)
+        if task_ref is not None:
+            options["task"] = await anyio.to_thread.run_sync(self.task_suite.resolve, task_ref)
+        return await session.run_control(session.env.reset, **options)
 
     async def score_session(self, session: Session) -> dict[str, Any]:
         """Run the checker of the task ``session`` was reset into (control plane only)."""
-        if session.task is None:
+        task = session.env.tasks.task
+        if task is None:
             raise EnvironmentStateError(f"session {session.id} has no task: reset it with one (reset(task=ID))")
-        return await session.run_control(session.task.score)
+        result = await session.run_control(session.env.score)
+        return {"task": task.id, "score": result.value, "success": result.passed, "details": result.details}
 
     def _make_env(self) -> Any:
+        """A session's environment, with hooks its services (VNC, see setup_session) fill in."""
         kwargs = {"isolation": self.isolation, "max_agent_processes": self.config.max_agent_processes,
                   **self.config.env_kwargs}
-        return self.config.env_class(mode=self.config.mode, **kwargs)  # type: ignore[misc]
+        return self.config.env_class(mode=self.config.mode, hooks=EnvironmentHooks(),  # type: ignore[misc]
+                                     **kwargs)
 
-    def mcp_url(self, session: Session, flavor: str | None = None) -> str:
-        """The session's MCP endpoint; ``flavor`` "tools" or "code" (default: the session's mode)."""
+    @property
+    def osworld_owner(self) -> int:
+        """The uid OSWorld's guest API answers (``--osworld-owner-uid``, or this server's)."""
+        return os.getuid() if self.config.osworld_owner is None else self.config.osworld_owner
+
+    def mcp_url(self, session: Session | None, profile: str | None = None) -> str:
+        """The MCP endpoint of ``session`` (None: the default session) for ``profile`` (see profiles.py;
+        default: the session's mode, "tools" or "code")."""
         base = self.config.base_url()
-        path = "/mcp" if session.kind == "default" else f"/sessions/{session.id}/mcp"
-        return base + path + ("/code" if (flavor or session.mode) == "code" else "")
+        path = "/mcp" if session is None or session.kind == "default" else f"/sessions/{session.id}/mcp"
+        return base + path + profile_path(profile or (session.mode if session else self.config.action_mode))
+
+    def mcp_profiles(self, session: Session | None) -> dict[str, str]:
+        """Every MCP tool profile of ``session`` (None: the default session), by name, with its URL."""
+        return {profile: self.mcp_url(session, profile) for profile in self.mcp_servers}
 
     def setup_session(self, session: Session) -> None:
         """Attach the per-session services (VNC) and publish the session's URLs in its state."""
         info: dict[str, Any] = {
             "session_id": session.id, "action_mode": session.mode, "mcp_url": self.mcp_url(session),
             "mcp_tools_url": self.mcp_url(session, "tools"), "mcp_code_url": self.mcp_url(session, "code"),
-            "agent_token": session.agent_token,
+            "mcp_profiles": self.mcp_profiles(session), "agent_token": session.agent_token,
         }
         session.on_close.append(lambda: session.recorder.stop("the session closed") if session.recorder else None)
-        session.on_close.append(lambda: session.task.close() if session.task else None)
         for attach in self.session_services:
             info.update(attach(self, session))
-        session.env.session_info = info
+        session.env.hooks.info.update(info)
+        if self.config.osworld_port is not None:  # OSWorld's guest API: on its port, or one of the session's own
+            if session.kind == "default":
+                session.env.hooks.osworld_guest_url = f"http://127.0.0.1:{self.config.osworld_port}"
+            else:
+                from .osworld_guest import SessionGuest
+
+                guest = SessionGuest(session, self.osworld_owner)
+                session.on_close.append(guest.close)
+                session.env.hooks.osworld_guest_url = guest.url
+            session.env.hooks.info["osworld_guest_url"] = session.env.hooks.osworld_guest_url

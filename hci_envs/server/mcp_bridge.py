@@ -7,7 +7,7 @@ request stands on its own (no ``initialize`` needed, no protocol session to keep
 2026-07-28 protocol, the SDK's own among them, take its single-request path, the cheapest through the SDK
 (handshake-era clients pay for a transport per request; see docs/design.md).
 
-The SDK carries the protocol; the tool list and the results are rendered by :mod:`hci_envs.rendering` (the
+The SDK carries the protocol; the tool list and the results are rendered by :mod:`hci_envs.tools.rendering` (the
 same renderer the WebSocket and OpenEnv's step use), and arguments are validated once, by the tool itself
 (unknown arguments are refused, never dropped).
 """
@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import HciEnvsError, SessionNotFoundError, UnknownToolError
-from ..rendering import error_output, tool_listing, tool_result
-from ..tools import ToolOutput, ToolSpec
+from ..tools.rendering import error_output, tool_listing, tool_result
+from ..tools.registry import ToolOutput, ToolSpec
 
 SCOPE_KEY = "hci_envs.session"
 
@@ -73,14 +73,19 @@ def build_mcp_server(
         return listing
 
     async def call_tool(ctx: Any, params: Any) -> Any:
+        # The click path, room by room: the SDK (parsed the body, checked the protocol) -> the session (its
+        # queue) -> the environment (its lock, the episode) -> the tool spec (validates the arguments into the
+        # action's model) -> the executor -> the desktop's input. The tool is looked up here, once, among the
+        # tools this face serves; the environment is handed the spec.
         try:
-            if params.name not in specs:
+            spec = specs.get(params.name)
+            if spec is None:
                 raise UnknownToolError(f"unknown tool {params.name!r}; available: {', '.join(sorted(specs))}",
                                        tool=params.name)
             session = get_session(ctx.request)
             env = session.env
             epoch = env.epoch  # a reset while the call waits in the session's queue voids it
-            out = await session.run_sync(env.call_tool, params.name, params.arguments or {}, epoch=epoch)
+            out = await session.run_sync(env.run_tool, spec, params.arguments or {}, epoch=epoch)
         except HciEnvsError as exc:
             out = error_output(exc)
         return mcp_result(out)

@@ -7,7 +7,7 @@
   ``MCPToolClient`` steps the same session over ``/ws?session_id=``.
 
 Making and closing sessions is the control plane's (the control token, where one is set); a session's tools
-take its agent token or the control token. Tool lists and results are rendered by :mod:`hci_envs.rendering`.
+take its agent token or the control token. Tool lists and results are rendered by :mod:`hci_envs.tools.rendering`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import anyio
 from fastapi import APIRouter, Depends, WebSocket, WebSocketDisconnect
 
 from ..errors import AuthError, HciEnvsError, InvalidActionError
-from ..rendering import error_output, tool_listing, tool_result
+from ..tools.rendering import error_output, tool_listing, tool_result
 from .core import HciServer
 from .deps import bearer, check_control_token, get_server, next_json
 from .sessions import Session

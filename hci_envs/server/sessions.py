@@ -50,8 +50,6 @@ class Session:
     episodes: list[Any] = field(default_factory=list)
     #: The collection page's state for this session (hci_envs.server.collect_routes.CollectState).
     collect: Any = None
-    #: The task the session was last reset into (hci_envs.server.tasks.SessionTask), once it had one.
-    task: Any = None
     #: How the session's agent acts: "tools" (one tool per call) or "code" (CodeAct).
     mode: Literal["tools", "code"] = "tools"
     #: Blocking calls this session runs at once, and how many may wait.

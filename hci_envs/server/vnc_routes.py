@@ -56,7 +56,7 @@ def attach_vnc(server: HciServer, session: Session) -> dict[str, Any]:
     vnc = VncSession(socket_path, takeover_timeout=server.config.takeover_timeout,
                      on_human_input=session.env.mark_touched, release_input=release_input)
     session.vnc = vnc
-    session.env.input_blocked = vnc.agent_input_blocked
+    session.env.hooks.input_blocked = vnc.agent_input_blocked
 
     def on_env_event(event: str) -> None:
         if event == "reset":
@@ -64,7 +64,7 @@ def attach_vnc(server: HciServer, session: Session) -> dict[str, Any]:
         elif event == "desktop":
             vnc.desktop_replaced()
 
-    session.env.listeners.append(on_env_event)
+    session.env.hooks.listeners.append(on_env_event)
     base = server.config.base_url()
     prefix = urllib.parse.urlsplit(base).path.strip("/")
 

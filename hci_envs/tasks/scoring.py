@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, EnvironmentStateError, HciEnvsError
-from .checks import (
+from .checkers import (
     AccessibilityCheck,
     AllCheck,
     AnyCheck,
@@ -32,6 +32,7 @@ from .checks import (
     GateCheck,
     JsonCheck,
     MeanCheck,
+    OsworldCheck,
     PixelCheck,
     SpreadsheetCheck,
     WeightedCheck,
@@ -175,6 +176,8 @@ class Live:
     tree: list[dict[str, Any]] | None = None
     tree_reason: str | None = None
     ended: dict[str, str] = field(default_factory=dict)
+    #: OSWorld's rewards, by id() of their check: its evaluator reads the session live, as the agent left it.
+    osworld: dict[int, tuple[float, str]] = field(default_factory=dict)
 
 
 def leaves(check: Any) -> Iterator[Any]:
@@ -195,7 +198,7 @@ def leaves(check: Any) -> Iterator[Any]:
 def prepare(check: Any, env: Any) -> Live:
     """The live phase: the tree, read once, and every browser a check reads ended (in that order: ending a
     browser takes its elements out of the tree)."""
-    from ..desktop.a11y import Query
+    from ..desktop.a11y_model import Query
 
     live = Live()
     checks = list(leaves(check))
@@ -209,6 +212,11 @@ def prepare(check: Any, env: Any) -> Live:
             live.tree, live.tree_reason = tree.nodes, tree.reason
     for app in dict.fromkeys(c.app for c in checks if isinstance(c, BrowserCheck)):
         live.ended[app] = end_app(desktop, app)
+    for check in checks:
+        if isinstance(check, OsworldCheck):
+            from .osworld import evaluate
+
+            live.osworld[id(check)] = evaluate(env, check)
     return live
 
 
@@ -223,7 +231,7 @@ def end_app(desktop: Any, label: str) -> str:
     import os
     import time
 
-    from ..desktop.processes import stop_group
+    from ..sandbox.processes import stop_group
 
     if desktop is None:
         return "no desktop"
@@ -475,5 +483,8 @@ def _score(check: Any, env: Any, live: Live) -> Score:
             return Score(0.0, False, ["gate: " + d for d in gate.details])
         then = _score(check.then, env, live)
         return Score(then.value, then.passed, gate.details + then.details)
+    if isinstance(check, OsworldCheck):
+        value, detail = live.osworld[id(check)]
+        return Score(value, value >= 1.0, [("pass: " if value >= 1.0 else "fail: ") + detail])
     ok, detail = _one(check, env, live)
     return Score(1.0 if ok else 0.0, ok, [("pass: " if ok else "fail: ") + detail])

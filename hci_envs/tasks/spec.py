@@ -12,7 +12,8 @@ builds ``.venv`` on the system's Python, and the images do too) and ``{home}`` t
 Checkers (:mod:`.checks`): ``file`` (exists, equals, contains, matches), ``json`` (a value in a JSON file),
 ``command`` (a shell command's exit code and output, run in the session), ``pixel`` (a screen colour),
 ``document`` (ODT/DOCX text and formatting), ``spreadsheet`` (ODS/XLSX/CSV cells and formulas), ``browser``
-(chromium's bookmarks, history and downloads), ``accessibility`` (a widget's value or state), and ``all`` /
+(chromium's bookmarks, history and downloads), ``accessibility`` (a widget's value or state), ``osworld`` (an
+OSWorld task's own evaluator: :mod:`.osworld`, whose set-up steps are ``{"osworld": {"config": [...]}}``), and ``all`` /
 ``any`` / ``mean`` / ``weighted`` (named parts, partial credit) / ``gate`` of others. A task scores 1.0 when
 its checker passes fully. A home file is text, or ``{"base64": ...}`` for bytes.
 """
@@ -28,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..actions.models import format_validation_error, parse_action
 from ..errors import InvalidActionError, TaskFormatError
 from ..protocol import StartState
-from .checks import BinaryFile, Check, HomePath
+from .checkers import BinaryFile, Check, HomePath
 
 
 class TaskSpec(BaseModel):
@@ -61,7 +62,10 @@ class TaskSpec(BaseModel):
     def _actions(cls, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for n, item in enumerate(items):
             try:
-                if "tool" in item:
+                if "osworld" in item:  # an OSWorld task's config, run by its harness (hci_envs.tasks.osworld)
+                    if set(item) != {"osworld"} or not isinstance(item["osworld"].get("config"), list):
+                        raise ValueError("an OSWorld set-up step is {\"osworld\": {\"config\": [...]}}")
+                elif "tool" in item:
                     if not isinstance(item.get("tool"), str) or not isinstance(item.get("arguments", {}), dict):
                         raise ValueError("a tool call is {\"tool\": NAME, \"arguments\": {...}}")
                 else:
@@ -71,11 +75,20 @@ class TaskSpec(BaseModel):
         return items
 
 
+def _osworld_steps_have_their_task(task: TaskSpec) -> TaskSpec:
+    """An OSWorld set-up step runs with the task its check holds (OSWorld's harness needs the whole task)."""
+    if any("osworld" in item for item in task.setup) and getattr(task.checker, "type", None) != "osworld":
+        raise ValueError("a task with an OSWorld set-up step needs an osworld checker (hci_envs.tasks.osworld)")
+    return task
+
+
 def parse_task(data: Any, *, where: str = "task") -> TaskSpec:
     try:
-        return TaskSpec.model_validate(data)
+        return _osworld_steps_have_their_task(TaskSpec.model_validate(data))
     except ValidationError as exc:
         raise TaskFormatError(f"{where}: {format_validation_error(exc)}") from None
+    except ValueError as exc:
+        raise TaskFormatError(f"{where}: {exc}") from None
 
 
 def load_tasks(source: str | Path) -> list[TaskSpec]:

@@ -13,14 +13,9 @@ An agent is any callable ``agent(observation, context) -> action | list of actio
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import logging
-import os
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -34,7 +29,7 @@ from .. import plugins
 from ..errors import ConfigError, HciEnvsError
 from ..protocol import Observation
 from .reports import RunReport, TaskResult, write_reports
-from .scoring import Score, score
+from .scoring import Score
 from .spec import TaskSpec, load_tasks
 
 log = logging.getLogger(__name__)
@@ -83,7 +78,6 @@ class World:
         self.record_dir = Path(record_dir) if record_dir else None
         self.record_video = record_video  # None: a video of each recorded episode if PyAV is installed
         self._next = 0
-        self._templates = Path(tempfile.mkdtemp(prefix="hci-envs-tasks-"))
         self._runner = _Runner(self, self.env)
         self._extra: list[_Runner] = []  # the other sessions' runners, made on first use
 
@@ -102,58 +96,17 @@ class World:
         raise HciEnvsError(f"no task {task_id!r}")
 
     # -- one task --------------------------------------------------------------------------------------
-    def start_state(self, task: TaskSpec) -> dict[str, Any]:
-        """The task's start state with its home files as the home template and the placeholders filled."""
-        state = task.start_state.model_dump()
-        if task.home_files:
-            # One folder per content, never rewritten: a spare desktop may be copying it in the background
-            # while the next reset asks for it, and equal content keeps the start state (the spare's key) equal.
-            files = {path: content if isinstance(content, str) else content.model_dump()
-                     for path, content in task.home_files.items()}
-            digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
-            template = self._templates / f"{task.id}-{digest}"
-            if not template.exists():
-                partial = Path(tempfile.mkdtemp(dir=self._templates, prefix=".partial-"))
-                for relative, content in task.home_files.items():
-                    target = partial / relative
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    if isinstance(content, str):
-                        target.write_text(content, encoding="utf-8")
-                    else:
-                        target.write_bytes(base64.b64decode(content.base64))
-                os.replace(partial, template)
-            state["home_template"] = str(template)
-        # {home} stays as it is: the desktop fills it in at launch with the home of the account that runs the
-        # app (a spare desktop has a home of its own)
-        fill = {"{python}": sys.executable}
-
-        def filled(text: str) -> str:
-            for key, value in fill.items():
-                text = text.replace(key, value)
-            return text
-
-        for app in state["apps"]:
-            command = app["command"]
-            app["command"] = filled(command) if isinstance(command, str) else [filled(part) for part in command]
-        return state
-
     def reset(self, task: TaskSpec, env: Any = None) -> Observation:
+        """Reset ``env`` (default: the world's) into ``task``: its start state, home files and setup steps
+        (see :class:`~hci_envs.tasks.manager.TaskManager`, the environment's task part)."""
         env = env if env is not None else self.env
-        obs = env.reset(episode_id=task.id, start_state=self.start_state(task))
-        for item in task.setup:
-            env.perform(item)
-        return obs if not task.setup else env.observe()
+        return env.reset(task=task)
 
     def score(self, task: TaskSpec, settle: float = 0.3, catch_up: float = 10.0, env: Any = None) -> Score:
-        """Score the world once it has caught up with the agent (``env.catch_up``: the calls in flight done, the
-        commands it typed into terminals finished, the screen settled for ``settle`` seconds), waiting at most
-        ``catch_up`` seconds for the terminals; what was still busy then is noted in the score's details."""
+        """Score ``task`` on ``env`` once the world has caught up with the agent (see
+        :meth:`TaskManager.score <hci_envs.tasks.manager.TaskManager.score>`)."""
         env = env if env is not None else self.env
-        busy = env.catch_up(timeout=catch_up, quiet=settle)
-        result = score(task.checker, env)
-        if busy:
-            result.details.append(f"scored after waiting {catch_up:g}s for the agent's side: {'; '.join(busy)}")
-        return result
+        return env.tasks.score(env, task, settle=settle, catch_up=catch_up)
 
     # -- the runner ------------------------------------------------------------------------------------
     def run(self, agent: Agent, *, tasks: Iterable[TaskSpec] | None = None, report_dir: str | Path | None = None,
@@ -214,7 +167,6 @@ class World:
             runner.env.close()
         if self._own_env:
             self.env.close()
-        shutil.rmtree(self._templates, ignore_errors=True)
 
     def __enter__(self) -> World:
         return self
@@ -321,7 +273,7 @@ class _Runner:
         return name
 
     def _tree(self) -> str | None:
-        from ..desktop.a11y import Query
+        from ..desktop.a11y_model import Query
 
         executor = getattr(self.env, "executor", None)
         if executor is None:

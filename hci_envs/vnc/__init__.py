@@ -1,6 +1,6 @@
 """VNC for people: the proxy in front of each session's x11vnc, roles, takeover, and the input tap."""
 
-from .control import ControlStatus, HumanControl
+from .takeover import ControlStatus, HumanControl
 from .proxy import Tap, Viewer, VncSession
 from .rfb import ClientMessage
 

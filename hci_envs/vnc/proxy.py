@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
-from .control import HumanControl
+from .takeover import HumanControl
 from .rfb import (
     INPUT_TYPES,
     KEY_EVENT,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import tkinter as tk
 
-from .common import geometry, write_state
+from .tk_state import geometry, write_state
 
 COUNTRIES = ["Argentina", "Brazil", "Canada", "Denmark", "Egypt", "France", "Germany", "India", "Japan",
              "Kenya", "Mexico", "Norway", "Portugal", "Spain", "Sweden", "Vietnam"]

@@ -10,7 +10,7 @@ import random
 import sys
 import tkinter as tk
 
-from .common import geometry, write_state
+from .tk_state import geometry, write_state
 
 COLS, ROWS, CELL = 10, 7, 48
 LAYOUTS = {

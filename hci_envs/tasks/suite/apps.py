@@ -24,9 +24,8 @@ CHROMIUM = [
 ]
 LIBREOFFICE_PROFILE = ".config/libreoffice-task"
 
-# LibreOffice's settings: no tip, first-run bars, autosave, recovery, backups or "keep format?" question; and
-# typing that stays as typed (no AutoInput completion in Calc, no autocorrection of capitals and quotes).
-_XCU_ITEMS = [
+#: LibreOffice as an installation that has been started once: no first-run dialogs, tips, bars or crash reports.
+LIBREOFFICE_STARTED_ONCE = [
     ("/org.openoffice.Setup/Office", "ooSetupInstCompleted", "true"),
     ("/org.openoffice.Setup/Product", "ooSetupLastVersion", "7.4"),
     ("/org.openoffice.Setup/Product", "LastTimeGetInvolvedShown", "4102444800"),
@@ -35,13 +34,17 @@ _XCU_ITEMS = [
     ("/org.openoffice.Office.Common/Misc", "ShowTipOfTheDay", "false"),
     ("/org.openoffice.Office.Common/Misc", "UseSystemFileDialog", "true"),
     ("/org.openoffice.Office.Common/Misc", "CrashReport", "false"),
+    ("/org.openoffice.Office.Common/Load", "ShowOfficeUpdateDialog", "false"),
+    ("/org.openoffice.Office.Recovery/RecoveryInfo", "Enabled", "false"),
+]
+# The suite's LibreOffice besides: no autosave, recovery, backups or "keep format?" question; and typing that
+# stays as typed (no AutoInput completion in Calc, no autocorrection of capitals and quotes).
+_XCU_ITEMS = LIBREOFFICE_STARTED_ONCE + [
     ("/org.openoffice.Office.Common/Save/Document", "WarnAlienFormat", "false"),
     ("/org.openoffice.Office.Common/Save/Document", "AutoSave", "false"),
     ("/org.openoffice.Office.Common/Save/Document", "CreateBackup", "false"),
-    ("/org.openoffice.Office.Common/Load", "ShowOfficeUpdateDialog", "false"),
     ("/org.openoffice.Office.Recovery/AutoSave", "Enabled", "false"),
     ("/org.openoffice.Office.Recovery/AutoSave", "UserAutoSaveEnabled", "false"),
-    ("/org.openoffice.Office.Recovery/RecoveryInfo", "Enabled", "false"),
     ("/org.openoffice.Office.Calc/Input", "AutoInput", "false"),
     ("/org.openoffice.Office.Calc/Input", "ReplaceCellsWarning", "false"),
     ("/org.openoffice.Office.Calc/Layout/Window", "SearchSummary", "false"),
@@ -53,21 +56,27 @@ _XCU_ITEMS = [
 ]
 
 
-def _libreoffice_settings() -> dict[str, str]:
-    items = "".join(f'<item oor:path="{path}"><prop oor:name="{name}" oor:op="fuse"><value>{value}</value></prop>'
-                    "</item>\n" for path, name, value in _XCU_ITEMS)
-    files = {f"{LIBREOFFICE_PROFILE}/user/registrymodifications.xcu": (
+def libreoffice_profile(profile: str, items: list[tuple[str, str, str]]) -> dict[str, str]:
+    """The files of a LibreOffice user profile at ``profile`` (relative to the home) holding ``items`` (path,
+    property, value) as its settings."""
+    text = "".join(f'<item oor:path="{path}"><prop oor:name="{name}" oor:op="fuse"><value>{value}</value></prop>'
+                   "</item>\n" for path, name, value in items)
+    files = {f"{profile}/user/registrymodifications.xcu": (
         '<?xml version="1.0" encoding="UTF-8"?>\n<oor:items xmlns:oor="http://openoffice.org/2001/registry" '
         'xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">\n'
-        f"{items}</oor:items>\n")}
+        f"{text}</oor:items>\n")}
     # The installation's build id: without it LibreOffice takes the profile for an old one and starts twice.
     try:
         for line in Path("/usr/lib/libreoffice/program/versionrc").read_text().splitlines():
             if line.startswith("buildid="):
-                files[f"{LIBREOFFICE_PROFILE}/user/extensions/buildid"] = line.split("=", 1)[1]
+                files[f"{profile}/user/extensions/buildid"] = line.split("=", 1)[1]
     except OSError:
         pass
     return files
+
+
+def _libreoffice_settings() -> dict[str, str]:
+    return libreoffice_profile(LIBREOFFICE_PROFILE, _XCU_ITEMS)
 
 
 _SEEDS: dict[str, Any] = {

@@ -80,7 +80,7 @@ def until(predicate: Callable[[], Any], what: str, timeout: float = 15.0, every_
 
 def tree(ctx: Any, **query: Any) -> list[dict[str, Any]]:
     """The accessibility tree's nodes now (boxes in screen pixels); the oracle's numbers, not the agent's."""
-    from ...desktop.a11y import Query
+    from ...desktop.a11y_model import Query
 
     accessibility = getattr(ctx.env.desktop, "accessibility", None)
     if accessibility is None:

@@ -227,7 +227,7 @@ def new_folder_move(rng: random.Random) -> Variant:
     return Variant(
         instruction=f"In the file manager, create a folder named \"{folder}\" in your home folder and move the "
                     f"files {listed} into it.",
-        files=given, apps=[files()], oracle=oracle, max_steps=50,
+        files=given, apps=[files()], oracle=oracle, max_steps=120,
         checker={"type": "gate", "gate": {"type": "command", "run": f"test -d '{folder}'"},
                  "then": {"type": "weighted", "parts": [
                      *({"name": f"{n} in the folder", "weight": 1, "check": _has(f"{folder}/{n}", given[n])}

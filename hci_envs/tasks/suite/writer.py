@@ -310,7 +310,7 @@ def fill_letter(rng: random.Random) -> Variant:
     event = rng.choice(WORDS)
     lines = ["[CITY], [DATE]", "Dear [NAME],",
              f"Thank you for joining the {event} workshop in [CITY].",
-             f"Your certificate is enclosed; it is valid from [DATE].",
+             "Your certificate is enclosed; it is valid from [DATE].",
              "Kind regards,", person(rng)]
 
     def fill(text: str) -> str:

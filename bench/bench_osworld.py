@@ -1,0 +1,266 @@
+"""OSWorld's harness on hci-envs desktops: what a reset and a step cost, and how many DesktopEnvs one machine runs.
+
+    .venv-osworld/bin/python bench/bench_osworld.py [STEPS] [MAX_ENVS]
+
+Run in OSWorld's environment (desktop-env beside hci-envs' light install; the servers run on .venv).
+
+1. ``DesktopEnv.reset(task)`` on a used desktop (OSWorld's revert: a reset of the session, a spare desktop swapped
+   in) against the cold path (a new DesktopEnv: a server and its desktop started, then the same reset).
+2. A pyautogui click and its observation (``DesktopEnv.step(code, pause=0)``: OSWorld's /execute, then
+   /screenshot) against OSWorld's own guest server on an Xvfb display of the same size, when its main.py can
+   be fetched (from GitHub, at run time: it is not in this repository) and run here; otherwise against the floor
+   of our own guest API, the same two requests with the code ``pass`` (a Python started as the agent, and a
+   screenshot).
+3. What OSWorld's browser getters pay for each DevTools connection (Playwright's ``connect_over_cdp``, the pages
+   listed, the connection closed): through the guest API's port and the agent's relay to chromium's pipe,
+   against the same on a headless chromium's own DevTools port (the floor: nothing relayed).
+4. How many DesktopEnvs step at once (each its own server and desktop, STEPS clicks each, all at the same time)
+   with a median step under a second.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from common import ROOT, Report
+
+os.environ.setdefault("HCI_ENVS_PYTHON", str(ROOT / ".venv" / "bin" / "python"))
+
+from hci_envs.osworld import DesktopEnv  # noqa: E402
+
+SIZE = (1280, 800)
+TASK = {"id": "bench-reset", "instruction": "nothing to do", "config": [
+    {"type": "execute", "parameters": {"command": ["mkdir", "-p", "/home/user/Desktop"]}}],
+    "evaluator": {"func": "exact_match", "result": {"type": "vm_command_line", "command": "true", "shell": True},
+                  "expected": {"type": "rule", "rules": {"expected": ""}}}}
+CLICK = "pyautogui.click(600, 400)"
+OSWORLD_SERVER = "https://raw.githubusercontent.com/xlang-ai/OSWorld/main/desktop_env/server/main.py"
+
+
+def new_env(cache: str) -> object:
+    return DesktopEnv(action_space="pyautogui", screen_size=SIZE, require_a11y_tree=False, cache_dir=cache)
+
+
+def resets(report: Report, cache: str, rounds: int = 5) -> None:
+    cold, warm = [], []
+    for _ in range(max(2, rounds // 2)):
+        start = time.perf_counter()
+        env = new_env(cache)
+        env.reset(task_config=TASK)
+        cold.append((time.perf_counter() - start) * 1000)
+        env.close()
+    env = new_env(cache)
+    try:
+        env.reset(task_config=TASK)
+        for _ in range(rounds):
+            env.step(CLICK, pause=0)  # used: the next reset reverts
+            start = time.perf_counter()
+            env.reset(task_config=TASK)
+            warm.append((time.perf_counter() - start) * 1000)
+    finally:
+        env.close()
+    report.add("reset(task), cold: a new DesktopEnv, then reset", cold)
+    report.add("reset(task) of a used DesktopEnv (revert: spare swap)", warm)
+    report.ratio("revert is faster than cold by", "reset(task), cold: a new DesktopEnv, then reset",
+                 "reset(task) of a used DesktopEnv (revert: spare swap)")
+
+
+def steps(report: Report, cache: str, n: int) -> None:
+    env = new_env(cache)
+    try:
+        env.reset(task_config=TASK)
+        ours = []
+        for _ in range(n):
+            start = time.perf_counter()
+            env.step(CLICK, pause=0)
+            ours.append((time.perf_counter() - start) * 1000)
+        report.add("step(pyautogui click, pause=0): execute + screenshot", ours)
+        baseline, label = osworld_server_steps(n)
+        if baseline is None:
+            report.value("OSWorld's own guest server", label)
+            base = f"http://{env.vm_ip}:{env.server_port}"
+            baseline, label = floor_steps(base, n), "floor: our guest API, code `pass` + screenshot"
+        report.add(label, baseline)
+        report.ratio("baseline time / our step time", label, "step(pyautogui click, pause=0): execute + screenshot")
+    finally:
+        env.close()
+
+
+def _execute_and_shoot(base: str, code: str) -> None:
+    body = json.dumps({"command": ["python", "-c", "import pyautogui; import time; pyautogui.FAILSAFE = False; "
+                                   + code], "shell": False}).encode()
+    request = urllib.request.Request(base + "/execute", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        response.read()
+    with urllib.request.urlopen(base + "/screenshot", timeout=60) as response:
+        response.read()
+
+
+def floor_steps(base: str, n: int) -> list[float]:
+    samples = []
+    for _ in range(n):
+        start = time.perf_counter()
+        _execute_and_shoot(base, "pass")
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+def osworld_server_steps(n: int) -> tuple[list[float] | None, str]:
+    """The same click and screenshot against OSWorld's own server (fetched now) on an Xvfb of the same size, or
+    (None, why it could not run)."""
+    work = Path(tempfile.mkdtemp(prefix="osworld-server-"))
+    try:
+        with urllib.request.urlopen(OSWORLD_SERVER, timeout=20) as response:
+            (work / "main.py").write_bytes(response.read())
+    except OSError as exc:
+        return None, f"not measured: its main.py could not be fetched ({exc})"
+    display = ":87"
+    xvfb = subprocess.Popen(["Xvfb", display, "-screen", "0", f"{SIZE[0]}x{SIZE[1]}x24", "-nolisten", "tcp"])
+    server = None
+    try:
+        time.sleep(1.0)
+        env = {**os.environ, "DISPLAY": display}
+        server = subprocess.Popen([sys.executable, str(work / "main.py")], cwd=work, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        base = "http://127.0.0.1:5000"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(base + "/platform", timeout=2).read()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    error = server.stderr.read().decode(errors="replace")[-300:] if server.poll() is not None else ""
+                    return None, f"not measured: OSWorld's server did not start here ({error.strip()})"
+                time.sleep(0.3)
+        samples = []
+        for _ in range(n):
+            start = time.perf_counter()
+            _execute_and_shoot(base, CLICK)
+            samples.append((time.perf_counter() - start) * 1000)
+        return samples, "OSWorld's own guest server on Xvfb: /execute + /screenshot"
+    finally:
+        for proc in (server, xvfb):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(10)
+
+
+def _wait_for(url: str, timeout: float = 60.0) -> None:
+    """Until ``url`` answers 200 (a browser's DevTools, starting)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=10).read()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def _cdp_round(url: str) -> float:
+    from playwright.sync_api import sync_playwright
+
+    start = time.perf_counter()
+    with sync_playwright() as p:
+        browser = p.chromium.connect_over_cdp(url)
+        [page.url for context in browser.contexts for page in context.pages]
+        browser.close()
+    return (time.perf_counter() - start) * 1000
+
+
+def devtools(report: Report, cache: str, n: int) -> None:
+    import shutil
+    import socket
+
+    env = new_env(cache)
+    floor = None
+    profile = tempfile.mkdtemp(prefix="bench-chromium-")
+    try:
+        env.reset(task_config=TASK)
+        base = f"http://{env.vm_ip}:{env.chromium_port}"
+        env.setup_controller._launch_setup(["google-chrome", "--remote-debugging-port=1337", "about:blank"])
+        _wait_for(base + "/json/version")
+        report.add("connect_over_cdp + pages + close: guest API, relay, pipe", [_cdp_round(base) for _ in range(n)])
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        floor = subprocess.Popen([shutil.which("chromium") or "chromium", "--headless=new", "--no-sandbox",
+                                  f"--remote-debugging-port={port}", f"--user-data-dir={profile}", "about:blank"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_for(f"http://127.0.0.1:{port}/json/version")
+        report.add("floor: the same on a headless chromium's own port", [_cdp_round(f"http://127.0.0.1:{port}")
+                                                                        for _ in range(n)])
+        report.ratio("floor time / relayed time", "floor: the same on a headless chromium's own port",
+                     "connect_over_cdp + pages + close: guest API, relay, pipe")
+    finally:
+        if floor is not None:
+            floor.terminate()
+            floor.wait()
+        shutil.rmtree(profile, ignore_errors=True)
+        env.close()
+
+
+def concurrency(report: Report, cache: str, n_steps: int, max_envs: int) -> None:
+    best = 0
+    for count in range(1, max_envs + 1):
+        envs = [new_env(cache) for _ in range(count)]
+        samples: list[float] = []
+        lock = threading.Lock()
+
+        def run(env: object) -> None:
+            env.reset(task_config=TASK)
+            mine = []
+            for _ in range(n_steps):
+                start = time.perf_counter()
+                env.step(CLICK, pause=0)
+                mine.append((time.perf_counter() - start) * 1000)
+            with lock:
+                samples.extend(mine)
+
+        try:
+            threads = [threading.Thread(target=run, args=(env,)) for env in envs]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            for env in envs:
+                env.close()
+        report.add(f"{count} DesktopEnvs stepping at once: one step", samples)
+        if statistics.median(samples) < 1000:
+            best = count
+        else:
+            break
+    report.value("DesktopEnvs at once with a median step under 1 s", f"{best} (tried up to {max_envs}; "
+                 f"{os.cpu_count()} cores)")
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    max_envs = int(sys.argv[2]) if len(sys.argv) > 2 else 4
+    report = Report("osworld")
+    cache = tempfile.mkdtemp(prefix="osworld-bench-cache-")
+    print("resets:", flush=True)
+    resets(report, cache)
+    print("steps:", flush=True)
+    steps(report, cache, n)
+    print("the browser's DevTools:", flush=True)
+    devtools(report, cache, n)
+    print("DesktopEnvs at once:", flush=True)
+    concurrency(report, cache, max(5, n // 2), max_envs)
+    print(f"results: {report.save()}")
+
+
+if __name__ == "__main__":
+    main()

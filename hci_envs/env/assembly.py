@@ -1,0 +1,126 @@
+"""Builds an environment's parts: the one place that knows which concrete part plays each role.
+
+:class:`~hci_envs.env.environment.Environment` is a thin facade over the parts it is handed
+(:class:`EnvironmentParts`); :func:`assemble` makes them from the options a user passes to an environment's
+constructor (``desktop="fake"``, ``spare=True``, ``isolation``...). A test, or a program that wants other
+parts (its own desktop factory, an executor with other settings), builds an ``EnvironmentParts`` itself and
+passes it as ``parts=``.
+
+What the server plugs in (VNC's input gate, its listeners, the session's URLs) comes in as
+:class:`EnvironmentHooks`, also through the constructor: nothing sets an environment's attributes from
+outside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError
+from ..sandbox.accounts import Isolation, IsolationStatus, resolve_isolation
+from ..sandbox.homes import DEFAULT_MAX_SNAPSHOT_BYTES
+from ..tasks.manager import TaskManager
+from ..tools.codeact import CodeRunner
+from .episode import EpisodeTracker
+from .executor import DEFAULT_PASTE_KEYS, Executor
+from .spare import DesktopParts, SpareDesktop
+
+if TYPE_CHECKING:
+    from ..desktop.interface import VirtualDesktop
+
+#: Builds a desktop (not yet started) for a start state: ``factory(state, home=, account=, max_processes=)``.
+DesktopFactory = Callable[..., "VirtualDesktop"]
+
+
+@dataclass
+class EnvironmentHooks:
+    """What a server plugs into an environment it serves, handed to the constructor. The server keeps this
+    object and its per-session services (VNC) fill it in; the environment only reads it."""
+
+    #: Why agent input is refused right now (a person holds the desktop), or None.
+    input_blocked: Callable[[], str | None] = lambda: None
+    #: Called with "desktop" when a reset brought another desktop (the spare, or a new display), then with
+    #: "reset" after every reset: services such as VNC keep per-episode state.
+    listeners: list[Callable[[str], Any]] = field(default_factory=list)
+    #: What the environment's state reports besides the episode (the session's id, URLs and agent token).
+    info: dict[str, Any] = field(default_factory=dict)
+    #: OSWorld's guest API over this environment's desktop, where a server serves one (``serve
+    #: --osworld-port``, the default session): OSWorld's tasks run their set-up and evaluator against it.
+    osworld_guest_url: str | None = None
+
+    def why_input_blocked(self) -> str | None:
+        return self.input_blocked()
+
+    def notify(self, event: str) -> None:
+        for listener in list(self.listeners):
+            listener(event)
+
+
+@dataclass
+class EnvironmentParts:
+    """Everything an environment runs on besides its own lock and declared start state."""
+
+    #: Builds the desktop of an episode (the real Xvfb desktop, or the fake one: the test seam).
+    make_desktop: DesktopFactory
+    #: Runs canonical actions on the current desktop (it follows the desktop across resets).
+    executor: Executor
+    #: An agent account and a home of its own, without a desktop yet: the rebuild and the spare share it.
+    new_desktop_parts: Callable[[], DesktopParts]
+    #: The episode's bookkeeping.
+    episode: EpisodeTracker
+    #: CodeAct's interpreter (one worker process per episode).
+    code: CodeRunner
+    #: The task of the episode: reset into it, set it up, score it.
+    tasks: TaskManager
+    #: Whether the agent side runs as an account of its own.
+    isolation: IsolationStatus
+    #: The next episode's desktop, prepared in the background; None without one.
+    spare: SpareDesktop | None = None
+
+
+def desktop_factory(choice: str | DesktopFactory | None) -> DesktopFactory:
+    """``"xvfb"`` (the default: a real X desktop), ``"fake"`` (no X; the test seam) or a factory."""
+    if callable(choice):
+        return choice
+    if choice in (None, "xvfb"):
+        from ..desktop import Desktop
+
+        return Desktop
+    if choice == "fake":
+        from ..desktop.fake import FakeDesktop
+
+        return FakeDesktop
+    raise ConfigError(f"desktop must be 'xvfb', 'fake' or a factory, not {choice!r}", field="desktop")
+
+
+def assemble(
+    env: Any,
+    hooks: EnvironmentHooks,
+    *,
+    paste_keys: str = DEFAULT_PASTE_KEYS,
+    isolation: Isolation = "auto",
+    max_agent_processes: int = 0,
+    max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES,
+    desktop: str | DesktopFactory | None = None,
+    spare: bool = False,
+) -> EnvironmentParts:
+    """The parts of ``env`` (an Environment being constructed: the parts that call back into it, CodeAct's
+    tool calls and the spare's preparation, get its bound methods, used only once it is built)."""
+    status = resolve_isolation(isolation)
+    factory = desktop_factory(desktop)
+
+    def make_desktop(state: Any, *, home: str, account: Any) -> VirtualDesktop:
+        return factory(state, home=home, account=account, max_processes=max_agent_processes)
+
+    return EnvironmentParts(
+        make_desktop=make_desktop,
+        executor=Executor(None, paste_keys=paste_keys, input_blocked=hooks.why_input_blocked),
+        new_desktop_parts=lambda: DesktopParts.new(status, max_snapshot_bytes),
+        episode=EpisodeTracker(),
+        code=CodeRunner(call_tool=env.call_tool, tools=env.code_tools,
+                        contained=not type(env).agent_can_run_programs()),
+        tasks=TaskManager(),
+        isolation=status,
+        spare=SpareDesktop(env.prepare_spare) if spare else None,
+    )

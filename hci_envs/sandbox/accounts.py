@@ -1,0 +1,495 @@
+"""Agent accounts: the operating-system users that the agent side of each session runs as.
+
+Everything an agent can start (its apps, the window manager, ``bash``, ``python``, the CodeAct worker, and
+whatever they start) runs as an unprivileged account of its own, one per live session, taken from a pool of
+accounts that ``python3 -m hci_envs install`` and the images create. They all bear the name ``hci-agent`` (each
+with its own uid and its own private group): what an app shows of its user (a shell prompt, a file's owner) is
+then the same in every session, so that episodes, recordings and replays look alike whichever account runs
+them. The boundary is
+the kernel's: another uid cannot read the server's secrets (``/proc/PID/environ``, 0600 files), signal or
+trace the server, read another session's home, runtime directory or X cookie, or outlive its session, since
+ending a session kills every process of its uid.
+
+Switching users needs privileges: the server runs as root, or (in the images) as its own user with exactly
+the capabilities below as ambient capabilities. Children are started through ``setpriv`` (util-linux), which
+sets the uid and gid, clears the supplementary groups and every inheritable and ambient capability, and sets
+``no_new_privs``, so no setuid program or file capability can lift an agent process back up.
+
+A server without those privileges, or without accounts, runs with ``isolation: none`` and says so.
+
+Leases are machine-wide: one lock file per uid under ``/run/hci-envs/accounts`` (``HCI_ENVS_RUN_DIR``),
+held with ``flock`` by the server that uses the account and by its watchdog, so that two servers never share
+an account and an account is not handed out again before the watchdog of a killed server has ended its
+processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import logging
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ..errors import CapacityError, ConfigError
+from .watchdog import WATCHDOG
+
+log = logging.getLogger(__name__)
+
+#: The name every agent account bears (uids and groups differ).
+ACCOUNT_NAME = "hci-agent"
+
+#: The capabilities the server needs to run agents as other users, and why (the Docker provider keeps
+#: exactly these; README "Containment" lists them too).
+CAPABILITIES: dict[str, tuple[int, str]] = {
+    "CAP_SETUID": (7, "start the agent's processes as its own uid"),
+    "CAP_SETGID": (6, "give them the account's group and no supplementary groups"),
+    "CAP_KILL": (5, "stop and interrupt the agent's processes (reset, timeouts, session end)"),
+    "CAP_CHOWN": (0, "hand the restored home directory to the agent's uid"),
+    "CAP_DAC_OVERRIDE": (1, "read and remove the agent's files whatever their modes (snapshots, checkers, reset)"),
+    "CAP_FOWNER": (3, "set modes and times on the agent's files, remove them from sticky directories"),
+}
+
+#: World-writable places where an agent can leave files outside its home; swept at reset and session end.
+#: /dev/mqueue holds POSIX message queues (mounted here where it is not, see _mount_mqueue).
+SHARED_WRITABLE = ("/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/run/lock", "/run/shm", "/tmp/.X11-unix",
+                   "/tmp/.ICE-unix", "/tmp/.font-unix", "/tmp/.XIM-unix", "/tmp/.Test-unix")
+
+#: The PATH agent processes get: the system's programs, never the server's virtual environment.
+AGENT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def run_dir() -> Path:
+    return Path(os.environ.get("HCI_ENVS_RUN_DIR", "/run/hci-envs"))
+
+
+def effective_capabilities() -> int:
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return int(line.split()[1], 16)
+    except OSError:
+        pass
+    return 0
+
+
+def missing_capabilities() -> list[str]:
+    have = effective_capabilities()
+    return [name for name, (bit, _why) in CAPABILITIES.items() if not have & (1 << bit)]
+
+
+@dataclass(frozen=True)
+class AgentAccount:
+    """One agent account: its name, uid and gid."""
+
+    name: str
+    uid: int
+    gid: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} (uid {self.uid})"
+
+    def command(self, argv: Sequence[str], *, max_processes: int = 0) -> list[str]:
+        """``argv`` run as this account, with no capabilities, no supplementary groups and no_new_privs."""
+        prefix: list[str] = []
+        if max_processes > 0:
+            # RLIMIT_NPROC counts the processes of the real uid: a per-session bound, since uids are per session
+            prefix = [_program("prlimit"), f"--nproc={max_processes}:{max_processes}"]
+        return [
+            *prefix, _program("setpriv"), "--reuid", str(self.uid), "--regid", str(self.gid), "--clear-groups",
+            "--inh-caps=-all", "--ambient-caps=-all", "--no-new-privs", "--", *argv,
+        ]
+
+    def live_pids(self) -> list[int]:
+        """Processes running as this uid that can still run code of their own: zombies, exiting processes and
+        processes with a SIGKILL pending are left out (none of them returns to user space again)."""
+        return [pid for pid, uid, state in _processes() if uid == self.uid and state not in "ZX" and not _doomed(pid)]
+
+    def signal_all(self, sig: str) -> None:
+        """Send ``sig`` (a name: KILL, STOP, CONT) to every process of this uid at once: kill(-1) from a process
+        running as the uid reaches exactly its processes, and the kernel walks them under the lock that
+        fork takes, so nothing forked in between escapes."""
+        try:
+            subprocess.run(self.command([_program("kill"), f"-{sig}", "--", "-1"]), stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log.warning("could not signal the processes of %s: %s", self.label, exc)
+
+    def kill_all(self, timeout: float = 5.0) -> list[int]:
+        """End every process of this uid; returns the pids still alive after ``timeout`` (normally none)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = self.live_pids()
+            if not left:
+                return []
+            if time.monotonic() > deadline:
+                log.warning("processes of %s survived SIGKILL: %s", self.label, left)
+                return left
+            self.signal_all("KILL")
+            time.sleep(0.002)
+
+    @contextlib.contextmanager
+    def frozen(self, timeout: float = 2.0) -> Iterator[None]:
+        """Stop every process of this uid for the duration (SIGSTOP, which no process can catch), so that the
+        server can read the agent's files without racing it: no symlink swapped in between a check and a
+        read, nothing tracing the checker."""
+        self.signal_all("STOP")
+        deadline = time.monotonic() + timeout
+        while any(state not in "TtZX" for pid, uid, state in _processes() if uid == self.uid):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.002)
+        try:
+            yield
+        finally:
+            self.signal_all("CONT")
+
+    def sweep_files(self, keep: Sequence[Path] = ()) -> int:
+        """Remove what this uid left in shared writable places (/tmp, /dev/shm, ...) but ``keep`` (the
+        session's own home and runtime directory), and its System V IPC objects. Returns how many entries
+        went."""
+        removed = 0
+        kept = {os.path.realpath(k) for k in keep}
+        _mount_mqueue()
+        for place in dict.fromkeys(os.path.realpath(p) for p in SHARED_WRITABLE):
+            try:
+                entries = list(os.scandir(place))
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    own = os.path.join(entry.path, PRIVATE_DIR_NAME)
+                    if (entry.name.startswith(PRIVATE_DIR_PREFIXES) and os.path.realpath(own) not in kept
+                            and os.lstat(own).st_uid == self.uid):
+                        shutil.rmtree(entry.path, ignore_errors=True)  # a private_dir a killed server left
+                        removed += 1
+                        continue
+                except OSError:
+                    pass
+                try:
+                    if entry.stat(follow_symlinks=False).st_uid != self.uid or os.path.realpath(entry.path) in kept:
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path, ignore_errors=True)
+                    else:
+                        os.unlink(entry.path)
+                    removed += 1
+                except OSError:
+                    continue
+        if _owns_ipc(self.uid):
+            subprocess.run(self.command([_program("ipcrm"), "--all"]), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=10, check=False)
+        return removed
+
+    def chown_tree(self, root: Path) -> None:
+        """Give ``root`` and everything under it to this account (symlinks themselves, not their targets)."""
+        os.lchown(root, self.uid, self.gid)
+        for directory, dirs, files in os.walk(root):
+            for name in (*dirs, *files):
+                os.lchown(os.path.join(directory, name), self.uid, self.gid)
+
+    def private_dir(self, prefix: str) -> Path:
+        """A new directory (0700) owned by this account, in a folder of this process's own (0711: it may be
+        passed through, not listed or written) in the system's temporary directory. The account can use the
+        directory but not rename it away or put a symlink in its place: in a sticky /tmp its own directory
+        would be its to move, and the server, which empties and fills it as itself, would follow the
+        symlink. :func:`remove_private_dir` removes both."""
+        import tempfile
+
+        parent = Path(tempfile.mkdtemp(prefix=prefix))
+        parent.chmod(0o711)
+        path = parent / PRIVATE_DIR_NAME
+        path.mkdir(mode=0o700)
+        os.chown(path, self.uid, self.gid)
+        return path
+
+
+#: The account's own directory inside the folder :meth:`AgentAccount.private_dir` makes, and the prefixes of
+#: those folders (a home, a runtime folder).
+PRIVATE_DIR_NAME = "own"
+PRIVATE_DIR_PREFIXES = ("hci-envs-home-", "hci-envs-agent-")
+
+
+def remove_private_dir(path: Path) -> None:
+    """Remove a directory :meth:`AgentAccount.private_dir` made, with the folder around it."""
+    target = path.parent if path.name == PRIVATE_DIR_NAME else path
+    shutil.rmtree(target, ignore_errors=True)
+
+
+_PF_EXITING = 0x4  # include/linux/sched.h
+_SIGKILL_BIT = 1 << (9 - 1)
+
+
+def _doomed(pid: int) -> bool:
+    """Whether a process can never run code of its own again: it is exiting, or SIGKILL is pending for it.
+    A process killed on a busy machine stays runnable until it is scheduled to die (and a big one, chromium,
+    takes tens of milliseconds to free its memory): waiting for it to be gone made a reset wait for that."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read(1024)
+        flags = int(stat[stat.rindex(b")") + 2:].split()[6])
+        if flags & _PF_EXITING:
+            return True
+        with open(f"/proc/{pid}/status", "rb") as f:
+            status = f.read(4096)
+    except (OSError, ValueError, IndexError):
+        return True  # gone
+    for line in status.split(b"\n"):
+        if line.startswith((b"SigPnd:", b"ShdPnd:")) and int(line.split()[1], 16) & _SIGKILL_BIT:
+            return True
+    return False
+
+
+def _processes() -> Iterator[tuple[int, int, str]]:
+    """(pid, real uid, state letter) of every process."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status", "rb") as f:
+                data = f.read(2048)
+        except OSError:
+            continue
+        state = uid = None
+        for line in data.split(b"\n"):
+            if line.startswith(b"State:"):
+                state = line.split()[1].decode()
+            elif line.startswith(b"Uid:"):
+                uid = int(line.split()[1])
+                break
+        if uid is not None:
+            yield int(entry.name), uid, state or "?"
+
+
+_MQUEUE_TRIED = False
+
+
+def _mount_mqueue() -> None:
+    """POSIX message queues outlive their processes and can only be listed (and removed) through an mqueue
+    file system; containers have one at /dev/mqueue, a host may not. A root server mounts it, once."""
+    global _MQUEUE_TRIED
+    if _MQUEUE_TRIED:
+        return
+    _MQUEUE_TRIED = True
+    if os.geteuid() != 0 or os.path.ismount("/dev/mqueue"):
+        return
+    try:
+        os.makedirs("/dev/mqueue", mode=0o1777, exist_ok=True)
+    except OSError as exc:
+        log.info("cannot make /dev/mqueue (%s): agents' message queues are not swept", exc)
+        return
+    result = subprocess.run(["mount", "-t", "mqueue", "mqueue", "/dev/mqueue"], capture_output=True, text=True)
+    if result.returncode != 0:
+        log.info("cannot mount /dev/mqueue (%s): agents' message queues are not swept", result.stderr.strip())
+
+
+def _owns_ipc(uid: int) -> bool:
+    for kind in ("shm", "msg", "sem"):
+        try:
+            with open(f"/proc/sysvipc/{kind}", encoding="ascii") as f:
+                header = f.readline().split()
+                column = header.index("uid")
+                if any(int(line.split()[column]) == uid for line in f if line.strip()):
+                    return True
+        except (OSError, ValueError, IndexError):
+            continue
+    return False
+
+
+def _program(name: str) -> str:
+    for directory in ("/usr/bin", "/bin", "/usr/sbin", "/sbin"):
+        path = os.path.join(directory, name)
+        if os.access(path, os.X_OK):
+            return path
+    found = shutil.which(name)
+    if found is None:
+        raise ConfigError(f"'{name}' is not installed (Debian package util-linux or procps)")
+    return found
+
+
+def agent_accounts() -> list[AgentAccount]:
+    """Every agent account of this machine, by uid."""
+    accounts = {entry.pw_uid: AgentAccount(entry.pw_name, entry.pw_uid, entry.pw_gid) for entry in pwd.getpwall()
+                if entry.pw_name == ACCOUNT_NAME and entry.pw_uid != 0 and entry.pw_gid != 0}
+    return [accounts[uid] for uid in sorted(accounts)]
+
+
+def agent_uids() -> frozenset[int]:
+    return frozenset(a.uid for a in agent_accounts())
+
+
+#: What an environment or server asks for: "uid" (required), "none" (off), "auto" ("uid" where possible).
+Isolation = Literal["auto", "uid", "none"]
+
+
+@dataclass(frozen=True)
+class IsolationStatus:
+    """Whether agents run as accounts of their own ("uid") or as the server's user ("none"), and why."""
+
+    mode: str
+    reason: str | None
+    accounts: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {"mode": self.mode, "reason": self.reason, "accounts": self.accounts}
+
+    def lease(self) -> Lease | None:
+        """An account for one environment (None without isolation)."""
+        return account_pool().lease() if self.mode == "uid" else None
+
+
+_DETECTED: IsolationStatus | None = None
+
+
+def resolve_isolation(requested: Isolation | IsolationStatus = "auto") -> IsolationStatus:
+    """What ``requested`` means on this machine; raises :class:`ConfigError` if "uid" is asked for and cannot
+    be had. ``HCI_ENVS_ISOLATION`` sets what "auto" means (uid or none)."""
+    global _DETECTED
+    if isinstance(requested, IsolationStatus):
+        return requested
+    if requested == "auto":
+        requested = os.environ.get("HCI_ENVS_ISOLATION", "auto")  # type: ignore[assignment]
+    if requested not in ("auto", "uid", "none"):
+        raise ConfigError(f"isolation must be 'auto', 'uid' or 'none', not {requested!r}")
+    if requested == "none":
+        return IsolationStatus("none", "turned off (isolation: none)", len(agent_accounts()))
+    if _DETECTED is None or _DETECTED.mode != "uid":
+        _DETECTED = detect_isolation()
+    if requested == "uid" and _DETECTED.mode != "uid":
+        raise ConfigError(f"agent isolation is not available here: {_DETECTED.reason}")
+    return _DETECTED
+
+
+def detect_isolation() -> IsolationStatus:
+    """What this process can do: ``uid`` isolation needs agent accounts, setpriv and the capabilities."""
+    accounts = agent_accounts()
+    if not accounts:
+        return IsolationStatus("none", "no agent accounts on this machine (create them as root with "
+                                       "`python3 -m hci_envs install`)", 0)
+    missing = missing_capabilities()
+    if missing:
+        who = "not root" if os.geteuid() != 0 else "root without them"
+        return IsolationStatus("none", f"the server cannot switch users ({who}: missing {', '.join(missing)})",
+                               len(accounts))
+    if any(u == os.getuid() for u in (a.uid for a in accounts)):
+        return IsolationStatus("none", "the server itself runs as an agent account", len(accounts))
+    for program in ("setpriv", "kill"):
+        try:
+            _program(program)
+        except ConfigError as exc:
+            return IsolationStatus("none", exc.message, len(accounts))
+    try:
+        _lock_dir()
+    except OSError as exc:
+        return IsolationStatus("none", f"cannot use the lease directory {run_dir() / 'accounts'}: {exc.strerror}",
+                               len(accounts))
+    return IsolationStatus("uid", None, len(accounts))
+
+
+def _lock_dir() -> Path:
+    directory = run_dir() / "accounts"
+    if not directory.is_dir():
+        directory.mkdir(parents=True, mode=0o700, exist_ok=True)
+    st = directory.stat()
+    if st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) & 0o022:
+        # anyone else who could write here could hold every account and starve the pool
+        raise PermissionError(errno.EPERM, f"{directory} must be owned by the server's user and not writable by others")
+    if not os.access(directory, os.W_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+    return directory
+
+
+class Lease:
+    """An account held by this process until :meth:`release`; on release every process of the account is
+    ended and what it left in shared places is removed."""
+
+    def __init__(self, account: AgentAccount, fd: int, path: Path) -> None:
+        self.account = account
+        self._fd: int | None = fd
+        self.path = path
+
+    @property
+    def released(self) -> bool:
+        return self._fd is None
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            self.account.kill_all()
+            self.account.sweep_files()
+        finally:
+            WATCHDOG.release_account(self.account)
+            os.close(self._fd)
+            self._fd = None
+
+
+class AccountPool:
+    """Hands out agent accounts, one per live session, across every server process of the machine."""
+
+    def __init__(self, accounts: Sequence[AgentAccount] | None = None) -> None:
+        self._accounts = list(accounts) if accounts is not None else agent_accounts()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._accounts)
+
+    def lease(self) -> Lease:
+        """The first free account, swept clean; raises :class:`CapacityError` when every one is taken."""
+        directory = _lock_dir()
+        with self._lock:
+            for account in self._accounts:
+                path = directory / f"{account.uid}.lock"
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    os.close(fd)
+                    continue
+                # Exclusive proves nobody (no server, no watchdog of a dead server) holds it; shared from now
+                # on, so that our watchdog can hold it too. The conversion is not atomic: if another server
+                # slipped in between, the account is theirs.
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except OSError:
+                    os.close(fd)
+                    continue
+                lease = Lease(account, fd, path)
+                try:
+                    account.kill_all()  # a server killed with its watchdog may have left some behind
+                    account.sweep_files()
+                    WATCHDOG.guard_account(account, path)
+                except BaseException:
+                    os.close(fd)
+                    raise
+                return lease
+        raise CapacityError(
+            f"every agent account is in use ({len(self._accounts)} on this machine); close sessions, or create more "
+            "accounts as root with `python3 -m hci_envs install --agent-accounts N`",
+            accounts=len(self._accounts),
+        )
+
+
+_POOL: AccountPool | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def account_pool() -> AccountPool:
+    """This process's view of the machine's accounts (leases themselves are machine-wide)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = AccountPool()
+        return _POOL

@@ -1,0 +1,78 @@
+"""The process-wide watchdog, from the server's side: a small process (``watchdog_process.py``) that outlives
+a killed server and then ends what it guarded (process groups, and every process of leased agent accounts).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Protocol
+
+
+class GuardedAccount(Protocol):
+    """What the watchdog needs of an agent account (:class:`~hci_envs.sandbox.accounts.AgentAccount`, which
+    imports this module: the watchdog names no type of it)."""
+
+    uid: int
+    gid: int
+
+
+class _Watchdog:
+    """The process-wide guard; started on first use, restarted after a fork."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._pid = 0
+
+    def _ensure(self) -> subprocess.Popen[bytes]:
+        if self._proc is None or self._pid != os.getpid() or self._proc.poll() is not None:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(Path(__file__).with_name("watchdog_process.py"))],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+            )
+            self._pid = os.getpid()
+        return self._proc
+
+    def _send(self, line: str) -> None:
+        with self._lock:
+            proc = self._ensure()
+            assert proc.stdin is not None
+            try:
+                proc.stdin.write(line.encode() + b"\n")
+                proc.stdin.flush()
+            except BrokenPipeError:
+                self._proc = None
+                proc = self._ensure()
+                assert proc.stdin is not None
+                proc.stdin.write(line.encode() + b"\n")
+                proc.stdin.flush()
+
+    def guard(self, pgid: int) -> None:
+        self._send(f"+{pgid}")
+
+    def release(self, pgid: int) -> None:
+        self._send_if_running(f"-{pgid}")
+
+    def guard_account(self, account: GuardedAccount, lock_file: Path) -> None:
+        self._send(f"+u {account.uid} {account.gid} {lock_file}")
+
+    def release_account(self, account: GuardedAccount) -> None:
+        self._send_if_running(f"-u {account.uid}")
+
+    def _send_if_running(self, line: str) -> None:
+        if self._proc is not None and self._pid == os.getpid():
+            try:
+                self._send(line)
+            except OSError:
+                pass
+
+
+WATCHDOG = _Watchdog()

@@ -1,0 +1,142 @@
+"""OSWorld's own harness, unchanged, on hci-envs desktops: ``hci_envs.osworld.DesktopEnv`` gives OSWorld's
+``DesktopEnv`` (desktop-env 1.0.2, in .venv-osworld beside our light install), which resets to OSWorld-format
+tasks of our own (tests/osworld_tasks: their set-up steps), takes pyautogui code through ``step`` and scores
+with OSWorld's getters and metrics. A do-nothing run scores 0, the scripted solutions 1; a revert between
+tasks brings back the start state; two DesktopEnvs run at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from conftest import need, need_programs
+
+pytestmark = pytest.mark.osworld
+
+HERE = Path(__file__).resolve().parent
+TASKS = HERE / "osworld_tasks"
+SOLUTIONS = json.loads((TASKS / "solutions.json").read_text())
+RUNNER = HERE / "osworld_peer" / "run_tasks.py"
+MAKE_FILES = TASKS / "make_files.py"
+#: The two terminal tasks the revert checks look at (the files they leave), and the pair run in two envs at once.
+PAIR = ("answer-in-a-file", "shout-the-notes")
+ROOT = HERE.parent
+
+
+def osworld_python() -> str:
+    path = os.environ.get("HCI_ENVS_OSWORLD_PYTHON") or str(ROOT / ".venv-osworld" / "bin" / "python")
+    need(Path(path).exists(), f"OSWorld's environment ({path}); `python3 -m hci_envs install --test` makes it")
+    return path
+
+
+def task_files() -> list[str]:
+    return sorted(str(p) for p in (TASKS / "examples").rglob("*.json"))
+
+
+def run_harness(tmp: Path, *, solutions: bool | dict, **spec: object) -> dict:
+    """The runner in OSWorld's environment, in a folder holding the files the tasks upload and with the cache
+    their downloads and expected files come from (both made by make_files.py, in that environment)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    made = subprocess.run([osworld_python(), str(MAKE_FILES), str(tmp), str(tmp / "cache")], capture_output=True,
+                          text=True, timeout=120)
+    assert made.returncode == 0, f"make_files.py failed:\n{made.stderr[-3000:]}"
+    chosen = solutions if isinstance(solutions, dict) else SOLUTIONS if solutions else None
+    spec = {"tasks": task_files(), "solutions": chosen, "cache_dir": str(tmp / "cache"), **spec}
+    (tmp / "spec.json").write_text(json.dumps(spec))
+    env = {**os.environ, "HCI_ENVS_PYTHON": sys.executable}  # the server runs on this installation
+    out = subprocess.run([osworld_python(), str(RUNNER), str(tmp / "spec.json")], capture_output=True, text=True,
+                         timeout=1800, cwd=tmp, env=env)
+    assert out.returncode == 0, f"the harness failed:\n{out.stdout[-3000:]}\n{out.stderr[-6000:]}"
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    for t in result["tasks"]:  # shown with -s, or when a test fails: where a pass spends its time
+        print(f"{tmp.name:10} {t['id']:32} score {t['score']:3} reset {t['reset_s']:6.2f}s steps {t['steps_s']:6.2f}s "
+              f"evaluate {t['evaluate_s']:6.2f}s")
+    return result
+
+
+@pytest.fixture(autouse=True)
+def _programs(x11) -> None:
+    need_programs("xterm")
+    need(os.geteuid() == 0, "root: the provider shows the agent its home at /home/user (a mount namespace)")
+
+
+@pytest.mark.timeout(1500)  # two passes over all the tasks (the report gives each one's times)
+def test_do_nothing_scores_zero_and_the_solutions_score_one(tmp_path):
+    nothing = run_harness(tmp_path / "nothing", solutions=False, a11y=True)
+    assert [(t["id"], t["score"]) for t in nothing["tasks"]] == [(t["id"], 0.0) for t in nothing["tasks"]]
+    assert len(nothing["tasks"]) == len(task_files()) >= 2
+    assert all(t["screenshot_png"] and t["a11y"] and t["instruction"] for t in nothing["tasks"])
+    assert nothing["platform"] == "Linux" and nothing["screen"] == {"width": 1280, "height": 800}
+
+    # the solutions, and after the last task a reset with none: OSWorld reverts to the snapshot, a spare here
+    solved = run_harness(tmp_path / "solved", solutions=True,
+                         probe="ls ~/Desktop/answer.txt ~/NOTES.txt 2>/dev/null | wc -l",
+                         after_all="ls ~/Desktop/answer.txt ~/NOTES.txt ~/notes.txt 2>/dev/null | wc -l")
+    assert {t["id"]: t["score"] for t in solved["tasks"]} == {t: 1.0 for t in SOLUTIONS}
+    # each task starts from the start state: the answer of one of the pair is there only when that one is scored
+    assert {t["id"]: t["probe"].strip() for t in solved["tasks"]} == {
+        t["id"]: "1" if t["id"] in PAIR else "0" for t in solved["tasks"]}
+    assert solved["after_all"].strip() == "0"
+
+
+def test_two_desktop_envs_at_once(tmp_path):
+    tasks = [t for t in task_files() if Path(t).stem in PAIR]
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda n: run_harness(tmp_path / f"run{n}", solutions=True, tasks=tasks), range(2)))
+    for run in runs:
+        assert {t["id"]: t["score"] for t in run["tasks"]} == {t: 1.0 for t in PAIR}
+
+
+def test_computer_13_actions_through_step(tmp_path):
+    """OSWorld's other action space: action dicts, which its controller turns into pyautogui code."""
+    typing = [{"action_type": "TYPING", "parameters": {"text": "echo forty-two > ~/Desktop/answer.txt"}},
+              {"action_type": "PRESS", "parameters": {"key": "enter"}}]
+    tasks = [t for t in task_files() if t.endswith("answer-in-a-file.json")]
+    nothing = run_harness(tmp_path / "nothing", solutions=False, action_space="computer_13", tasks=tasks)
+    solved = run_harness(tmp_path / "solved", solutions={"answer-in-a-file": typing}, action_space="computer_13",
+                         tasks=tasks)
+    assert [t["score"] for t in nothing["tasks"]] == [0.0] and [t["score"] for t in solved["tasks"]] == [1.0]
+
+
+def test_a_calc_task_opens_its_download_and_is_scored_by_compare_table(tmp_path):
+    """OSWorld's most common shape: a spreadsheet downloaded (from the cache: offline), opened by its path (the
+    set-up waits for "prices.xlsx - LibreOffice Calc"), edited by pyautogui code at the first keys (no first-run
+    dialog in OSWorld's home), saved, and compared with the expected table by OSWorld's compare_table."""
+    import uuid
+
+    import openpyxl
+
+    need_programs("localc")
+
+    def sheet(path: Path, rows: list) -> None:
+        book = openpyxl.Workbook()
+        for row in rows:
+            book.active.append(row)
+        book.save(path)
+
+    source, expected = "https://example.invalid/osworld/prices.xlsx", "https://example.invalid/osworld/total.xlsx"
+    rows = [["item", "price"], ["milk", 2], ["bread", 3]]
+    cache = tmp_path / "cache" / "calc-total"
+    cache.mkdir(parents=True)
+    sheet(cache / f"{uuid.uuid5(uuid.NAMESPACE_URL, source)}_prices.xlsx", rows)  # OSWorld's cache layout
+    sheet(cache / "total.xlsx", rows + [["total", 5]])
+    task = {"id": "calc-total", "instruction": "Add a row named total with the sum of the prices.",
+            "config": [{"type": "download", "parameters": {"files": [{"url": source, "path": "/home/user/prices.xlsx"}]}},
+                       {"type": "open", "parameters": {"path": "/home/user/prices.xlsx"}}],
+            "evaluator": {"func": "compare_table",
+                          "result": {"type": "vm_file", "path": "/home/user/prices.xlsx", "dest": "prices.xlsx"},
+                          "expected": {"type": "cloud_file", "path": expected, "dest": "total.xlsx"},
+                          "options": {"rules": [{"type": "sheet_data", "sheet_idx0": "RI0", "sheet_idx1": "EI0"}]}}}
+    (tmp_path / "calc-total.json").write_text(json.dumps(task))
+    solution = ["pyautogui.hotkey('ctrl', 'home'); pyautogui.press('down', presses=3)",  # to A4
+                "pyautogui.typewrite('total\\t=SUM(B2:B3)\\n')",
+                "pyautogui.hotkey('ctrl', 's')", "time.sleep(1); pyautogui.press('enter')"]  # keep the xlsx format
+    tasks = [str(tmp_path / "calc-total.json")]
+    nothing = run_harness(tmp_path, solutions=False, tasks=tasks)
+    solved = run_harness(tmp_path, solutions={"calc-total": solution}, tasks=tasks)
+    assert [t["score"] for t in nothing["tasks"]] == [0.0] and [t["score"] for t in solved["tasks"]] == [1.0]

@@ -1,0 +1,133 @@
+"""The fidelity report over a folder in OSWorld's layout (made here: OSWorld's task files are theirs): the tasks
+that run are run with the do-nothing agent and the solutions, the rest say why not, a download neither cached
+nor reachable names its URL and the cache path, and a cached one runs offline."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import need, need_programs
+
+HERE = Path(__file__).resolve().parent
+TASKS = HERE / "osworld_tasks"
+UNREACHABLE = "http://127.0.0.1:9/osworld/report.xlsx"  # the discard port: nothing listens
+
+
+def task(task_id: str, config: list, evaluator: dict, **extra) -> dict:
+    return {"id": task_id, "instruction": f"task {task_id}", "config": config, "evaluator": evaluator, **extra}
+
+
+RULE = {"func": "exact_match", "result": {"type": "vm_command_line", "command": "echo", "shell": True},
+        "expected": {"type": "rule", "rules": {"expected": "never"}}}
+GDRIVE = task("gdrive", [{"type": "googledrive", "parameters": {"settings_file": "x", "operation": [], "args": []}}],
+              RULE)
+VSCODE = task("vscode", [{"type": "launch", "parameters": {"command": ["code", "/home/user/project"]}}], RULE)
+TABS = task("tabs", [], {"func": "is_expected_tabs", "result": {"type": "open_tabs_info"},
+                         "expected": {"type": "rule", "rules": {"type": "url", "urls": []}}})
+CHROME = task("chrome", [{"type": "launch",
+                          "parameters": {"command": ["google-chrome", "--remote-debugging-port=1337"]}},
+                         {"type": "launch", "parameters": {"command": "socat tcp-listen:9222,fork tcp:localhost:1337",
+                                                           "shell": True}}], RULE)
+ADDRESS_BAR = task("address-bar", [], {"func": "is_expected_active_tab", "result": {"type": "active_tab_info"},
+                                       "expected": {"type": "rule", "rules": {"type": "url", "url": "x"}}})
+OFFLINE = task("offline", [{"type": "download", "parameters": {"files": [
+    {"url": UNREACHABLE, "path": "/home/user/report.xlsx"}]}}], RULE)
+CACHED = task("cached", [{"type": "download", "parameters": {"files": [
+    {"url": "https://example.invalid/osworld/greeting.txt", "path": "/home/user/greeting.txt"}]}},
+                         {"type": "launch", "parameters": {"command": ["xterm"]}},
+                         {"type": "sleep", "parameters": {"seconds": 1}}],
+              {"func": "check_include_exclude",
+               "result": {"type": "vm_command_line", "command": "cat /home/user/greeting.txt; echo; cat ~/done",
+                          "shell": True},
+               "expected": {"type": "rule", "rules": {"include": ["hello from the cache", "done"], "exclude": []}}})
+
+
+def layout(root: Path) -> Path:
+    """OSWorld's evaluation_examples layout, with test_all.json choosing the tasks."""
+    examples = root / "examples"
+    for domain, tasks in {"os": [json.loads(p.read_text()) for p in sorted((TASKS / "examples" / "os").glob("*.json"))],
+                          "elsewhere": [GDRIVE, VSCODE, ADDRESS_BAR, OFFLINE, CACHED]}.items():
+        (examples / domain).mkdir(parents=True)
+        for item in tasks:
+            (examples / domain / f"{item['id']}.json").write_text(json.dumps(item))
+    chosen = {"os": ["answer-in-a-file", "shout-the-notes"],
+              "elsewhere": ["gdrive", "vscode", "address-bar", "offline", "cached"]}
+    (root / "test_all.json").write_text(json.dumps(chosen))
+    return root
+
+
+@pytest.mark.fake
+def test_what_a_task_needs_is_said_before_it_runs(tmp_path):
+    from hci_envs.osworld.report import cache_path, find_tasks, missing_downloads, unsupported
+
+    root = layout(tmp_path / "evaluation_examples")
+    found = find_tasks(root)
+    assert [(d, p.stem) for d, p in found][:3] == [("os", "answer-in-a-file"), ("os", "shout-the-notes"),
+                                                   ("elsewhere", "gdrive")]
+    assert [p.stem for _, p in find_tasks(root, "os")] == ["answer-in-a-file", "shout-the-notes"]
+    nothing_installed = lambda program: False  # noqa: E731
+    assert "Google Drive" in unsupported(GDRIVE, nothing_installed)
+    assert "VS Code" in unsupported(VSCODE, nothing_installed)
+    assert unsupported(TABS, nothing_installed) is None  # the browser's DevTools are served
+    assert "chromium" in unsupported(CHROME, nothing_installed)
+    assert unsupported(CHROME, lambda program: program == "chromium") is None
+    assert "Chromium" in unsupported(ADDRESS_BAR, nothing_installed)
+    assert unsupported(OFFLINE, nothing_installed) is None
+
+    cache = tmp_path / "cache"
+    why = missing_downloads(OFFLINE, cache, lambda url: "connection refused")
+    assert UNREACHABLE in why and str(cache_path(cache, "offline", UNREACHABLE, "/home/user/report.xlsx")) in why
+    assert missing_downloads(OFFLINE, cache, lambda url: None) is None  # reachable: the harness fetches it
+    (tmp_path / "test_all.json").write_text(json.dumps({"os": ["not-there"]}))
+    from hci_envs.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="not-there"):
+        find_tasks(tmp_path)
+
+
+@pytest.mark.osworld
+def test_the_report_runs_a_folder_and_says_why_the_rest_do_not_run(x11, tmp_path):
+    from hci_envs.osworld.report import cache_path
+
+    need_programs("xterm")
+    need(os.geteuid() == 0, "root: the provider shows the agent its home at /home/user (a mount namespace)")
+    python = os.environ.get("HCI_ENVS_OSWORLD_PYTHON") or str(HERE.parent / ".venv-osworld" / "bin" / "python")
+    need(Path(python).exists(), f"OSWorld's environment ({python})")
+    root = layout(tmp_path / "evaluation_examples")
+    work = tmp_path / "work"
+    (work / "files").mkdir(parents=True)
+    (work / "files" / "notes.txt").write_text("shopping list\nmilk, bread\n")
+    (work / "files" / "expected.txt").write_text("SHOPPING LIST\nMILK, BREAD\n")
+    cached = cache_path(work / "cache", "cached", CACHED["config"][0]["parameters"]["files"][0]["url"],
+                        "/home/user/greeting.txt")
+    cached.parent.mkdir(parents=True)
+    cached.write_text("hello from the cache")  # filled once: no network needed
+    solutions = {**json.loads((TASKS / "solutions.json").read_text()),
+                 "cached": ["pyautogui.typewrite('echo done > ~/done'); pyautogui.press('enter')"]}
+    (work / "solutions.json").write_text(json.dumps(solutions))
+    env = {**os.environ, "HCI_ENVS_PYTHON": sys.executable}
+    run = subprocess.run([python, "-m", "hci_envs.osworld.report", str(root), "--solutions", "solutions.json",
+                          "--out", "out", "--screen-size", "1280x800"], cwd=work, env=env, capture_output=True,
+                         text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+    assert "[osworld] 7/7 elsewhere/cached" in run.stdout  # progress, task by task
+    report = json.loads((work / "out" / "report.json").read_text())
+    rows = {t["id"]: t for t in report["tasks"]}
+    for solved in ("answer-in-a-file", "shout-the-notes", "cached"):
+        assert rows[solved]["set_up"] and rows[solved]["nothing_score"] == 0.0, rows[solved]
+        assert rows[solved]["solution_score"] == 1.0, rows[solved]
+        assert rows[solved]["reset_s"] > 0 and rows[solved]["evaluate_s"] >= 0
+    for name in ("gdrive", "vscode", "address-bar"):
+        assert rows[name]["unsupported"] and rows[name]["set_up"] is None and rows[name]["nothing_score"] is None
+    assert rows["offline"]["set_up"] is False and UNREACHABLE in rows["offline"]["why"]
+    assert report["domains"]["os"] == {"tasks": 2, "set_up": 2, "unsupported": 0, "nothing_zero": 2, "solved": 2,
+                                       "with_solution": 2}
+    markdown = (work / "out" / "report.md").read_text()
+    assert "| elsewhere | 5 | 1 | 3 | 1 | 1 / 1 |" in markdown, markdown
+    assert shutil.which("code") is None  # the VS Code row is honest on this machine
