@@ -14,7 +14,10 @@ Run in OSWorld's environment (desktop-env beside hci-envs' light install; the se
 3. What OSWorld's browser getters pay for each DevTools connection (Playwright's ``connect_over_cdp``, the pages
    listed, the connection closed): through the guest API's port and the agent's relay to chromium's pipe,
    against the same on a headless chromium's own DevTools port (the floor: nothing relayed).
-4. How many DesktopEnvs step at once (each its own server and desktop, STEPS clicks each, all at the same time)
+4. The same in a container (``placement="docker"``, the hci-envs/osworld image, its guest API through the relay
+   and the gate): a cold start and reset, the revert of a used desktop (a reset without a spare there), and a
+   step, against the same step on this machine (section 2's).
+5. How many DesktopEnvs step at once (each its own server and desktop, STEPS clicks each, all at the same time)
    with a median step under a second.
 """
 
@@ -46,8 +49,8 @@ CLICK = "pyautogui.click(600, 400)"
 OSWORLD_SERVER = "https://raw.githubusercontent.com/xlang-ai/OSWorld/main/desktop_env/server/main.py"
 
 
-def new_env(cache: str) -> object:
-    return DesktopEnv(action_space="pyautogui", screen_size=SIZE, require_a11y_tree=False, cache_dir=cache)
+def new_env(cache: str, **options: object) -> object:
+    return DesktopEnv(action_space="pyautogui", screen_size=SIZE, require_a11y_tree=False, cache_dir=cache, **options)
 
 
 def resets(report: Report, cache: str, rounds: int = 5) -> None:
@@ -93,6 +96,42 @@ def steps(report: Report, cache: str, n: int) -> None:
         report.ratio("baseline time / our step time", label, "step(pyautogui click, pause=0): execute + screenshot")
     finally:
         env.close()
+
+
+def containers(report: Report, cache: str, n: int, rounds: int = 3) -> None:
+    from hci_envs.ops import images
+    from hci_envs.osworld.provider import OSWORLD_IMAGE
+
+    try:
+        present = images.image_exists(images.docker_client(), OSWORLD_IMAGE)
+    except Exception as exc:  # noqa: BLE001 - reported, the other sections stand
+        present, why = False, f"no Docker daemon ({exc})"
+    else:
+        why = f"no {OSWORLD_IMAGE} image (hci-envs image build)"
+    if not present:
+        report.value("container placement", f"not measured: {why}")
+        return
+    start = time.perf_counter()
+    env = new_env(cache, placement="docker")
+    try:
+        env.reset(task_config=TASK)
+        report.add("container: a new DesktopEnv, then reset(task)", [(time.perf_counter() - start) * 1000])
+        warm, ours = [], []
+        for _ in range(rounds):
+            env.step(CLICK, pause=0)
+            start = time.perf_counter()
+            env.reset(task_config=TASK)
+            warm.append((time.perf_counter() - start) * 1000)
+        for _ in range(n):
+            start = time.perf_counter()
+            env.step(CLICK, pause=0)
+            ours.append((time.perf_counter() - start) * 1000)
+    finally:
+        env.close()
+    report.add("container: reset(task) of a used DesktopEnv (no spare)", warm)
+    report.add("container: step(pyautogui click, pause=0)", ours)
+    report.ratio("a step on this machine / in a container", "step(pyautogui click, pause=0): execute + screenshot",
+                 "container: step(pyautogui click, pause=0)")
 
 
 def _execute_and_shoot(base: str, code: str) -> None:
@@ -257,6 +296,8 @@ def main() -> None:
     steps(report, cache, n)
     print("the browser's DevTools:", flush=True)
     devtools(report, cache, n)
+    print("in a container:", flush=True)
+    containers(report, cache, n)
     print("DesktopEnvs at once:", flush=True)
     concurrency(report, cache, max(5, n // 2), max_envs)
     print(f"results: {report.save()}")

@@ -17,6 +17,7 @@ import pytest
 import uvicorn
 import websockets.sync.client
 
+from hci_envs.sandbox import peers
 from hci_envs.server import guards
 from helpers import free_port
 
@@ -54,13 +55,13 @@ async def echo(scope, receive, send) -> None:  # type: ignore[no-untyped-def]
 def guarded(monkeypatch) -> Iterator[tuple[str, Switch, list[tuple]]]:
     """A guarded server in this process; yields its URL, the uid switch and the kernel lookups it made."""
     switch, lookups = Switch(), []
-    real = guards._look_up_owner
+    real = peers._look_up_owner
 
     def counted(client, server):  # the real lookup, counted
         lookups.append((client, server))
         return real(client, server)
 
-    monkeypatch.setattr(guards, "_look_up_owner", counted)
+    monkeypatch.setattr(peers, "_look_up_owner", counted)
     port = free_port()
     config = uvicorn.Config(guards.PeerGuard(echo, lambda: switch.uids), host="127.0.0.1", port=port,
                             http=guards.header_timeout_protocol(), log_level="warning", lifespan="on")
@@ -80,8 +81,8 @@ def guarded(monkeypatch) -> Iterator[tuple[str, Switch, list[tuple]]]:
 
 def wait_forgotten(timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
-    while guards._open_connections:
-        assert time.monotonic() < deadline, f"connections still remembered: {guards._open_connections}"
+    while peers._open_connections:
+        assert time.monotonic() < deadline, f"connections still remembered: {peers._open_connections}"
         time.sleep(0.02)
 
 

@@ -379,3 +379,28 @@ def test_the_home_view_is_a_home_and_nowhere_else():
     for wrong in ("/var/tmp/x", "/etc", "/home", "/home/a/b", "/home/..", "/home/a\nb", "home/user", "/root/x"):
         with pytest.raises(ValueError):
             StartState(home_view=wrong)
+
+
+def test_the_gate_answers_only_with_its_secret_and_a_server_without_one_refuses_to_start(x11):
+    """``serve --osworld-gate-port`` (a container's way in): its secret comes from the environment only, and a
+    connection that does not open with it gets nothing; one that does reaches the guest API."""
+    import re
+
+    from test_tunnel import ask_platform
+
+    from hci_envs.providers.tunnel import greeting
+
+    refused = ServerProcess("--osworld-gate-port", "0", "--app", "xterm")
+    with pytest.raises(AssertionError, match="HCI_ENVS_OSWORLD_TOKEN"):
+        refused.start(30)
+    server = ServerProcess("--osworld-gate-port", "0", "--app", "xterm", env={"HCI_ENVS_OSWORLD_TOKEN": "gate-secret"})
+    server.start(60)
+    try:
+        (line,) = [line for line in server.output if "OSWorld guest gate:" in line]
+        port = int(re.search(r":(\d+)\s", line.split("gate:", 1)[1]).group(1))
+
+        assert ask_platform(port, greeting("gate-secret")).endswith(b"\r\n\r\nLinux")
+        assert ask_platform(port) == b"" and ask_platform(port, greeting("guessed")) == b""
+        assert "gate-secret" not in "".join(server.output)  # the secret is never printed
+    finally:
+        server.stop()

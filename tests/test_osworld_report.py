@@ -36,6 +36,8 @@ CHROME = task("chrome", [{"type": "launch",
                                                            "shell": True}}], RULE)
 ADDRESS_BAR = task("address-bar", [], {"func": "is_expected_active_tab", "result": {"type": "active_tab_info"},
                                        "expected": {"type": "rule", "rules": {"type": "url", "url": "x"}}})
+SUDO = task("sudo", [{"type": "execute", "parameters": {"command": "echo password | sudo -S apt-get install -y cowsay",
+                                                         "shell": True}}], RULE)
 OFFLINE = task("offline", [{"type": "download", "parameters": {"files": [
     {"url": UNREACHABLE, "path": "/home/user/report.xlsx"}]}}], RULE)
 CACHED = task("cached", [{"type": "download", "parameters": {"files": [
@@ -52,12 +54,12 @@ def layout(root: Path) -> Path:
     """OSWorld's evaluation_examples layout, with test_all.json choosing the tasks."""
     examples = root / "examples"
     for domain, tasks in {"os": [json.loads(p.read_text()) for p in sorted((TASKS / "examples" / "os").glob("*.json"))],
-                          "elsewhere": [GDRIVE, VSCODE, ADDRESS_BAR, OFFLINE, CACHED]}.items():
+                          "elsewhere": [GDRIVE, VSCODE, SUDO, OFFLINE, CACHED]}.items():
         (examples / domain).mkdir(parents=True)
         for item in tasks:
             (examples / domain / f"{item['id']}.json").write_text(json.dumps(item))
     chosen = {"os": ["answer-in-a-file", "shout-the-notes"],
-              "elsewhere": ["gdrive", "vscode", "address-bar", "offline", "cached"]}
+              "elsewhere": ["gdrive", "vscode", "sudo", "offline", "cached"]}
     (root / "test_all.json").write_text(json.dumps(chosen))
     return root
 
@@ -77,8 +79,13 @@ def test_what_a_task_needs_is_said_before_it_runs(tmp_path):
     assert unsupported(TABS, nothing_installed) is None  # the browser's DevTools are served
     assert "chromium" in unsupported(CHROME, nothing_installed)
     assert unsupported(CHROME, lambda program: program == "chromium") is None
-    assert "Chromium" in unsupported(ADDRESS_BAR, nothing_installed)
+    assert unsupported(ADDRESS_BAR, nothing_installed) is None  # the browser is named Google Chrome in the tree
     assert unsupported(OFFLINE, nothing_installed) is None
+    sudo_setup = {"config": [{"type": "execute", "parameters": {"command": ["bash", "-c", "echo password | sudo -S true"]}}]}
+    sudo_check = {"evaluator": {"result": {"type": "vm_command_line", "command": "sudo cat /etc/shadow"}}}
+    assert "sudo" in unsupported(sudo_setup, nothing_installed) and "sudo" in unsupported(sudo_check, nothing_installed)
+    assert unsupported({"config": [{"type": "execute", "parameters": {"command": "echo pseudo sudoku"}}]},
+                       nothing_installed) is None
 
     cache = tmp_path / "cache"
     why = missing_downloads(OFFLINE, cache, lambda url: "connection refused")
@@ -123,7 +130,7 @@ def test_the_report_runs_a_folder_and_says_why_the_rest_do_not_run(x11, tmp_path
         assert rows[solved]["set_up"] and rows[solved]["nothing_score"] == 0.0, rows[solved]
         assert rows[solved]["solution_score"] == 1.0, rows[solved]
         assert rows[solved]["reset_s"] > 0 and rows[solved]["evaluate_s"] >= 0
-    for name in ("gdrive", "vscode", "address-bar"):
+    for name in ("gdrive", "vscode", "sudo"):
         assert rows[name]["unsupported"] and rows[name]["set_up"] is None and rows[name]["nothing_score"] is None
     assert rows["offline"]["set_up"] is False and UNREACHABLE in rows["offline"]["why"]
     assert report["domains"]["os"] == {"tasks": 2, "set_up": 2, "unsupported": 0, "nothing_zero": 2, "solved": 2,

@@ -64,6 +64,20 @@ def test_every_folder_of_images_is_in_the_wheel(wheel: Path) -> None:
 
 
 @pytest.mark.fake
+def test_every_file_of_the_package_is_in_the_wheel(wheel: Path) -> None:
+    """Each subpackage is named in [tool.setuptools] packages, and its data files in package-data: one left out
+    is missing from every pip install (the editable install of a checkout does not show it)."""
+    import zipfile
+
+    names = set(zipfile.ZipFile(wheel).namelist())
+    source = ROOT / "hci_envs"
+    missing = [str(path.relative_to(ROOT)) for path in source.rglob("*")
+               if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+               and f"hci_envs/{path.relative_to(source)}" not in names]
+    assert not missing, f"not in the wheel (add them to pyproject.toml): {missing}"
+
+
+@pytest.mark.fake
 def test_the_collection_page_is_in_the_wheel(wheel: Path) -> None:
     import zipfile
 

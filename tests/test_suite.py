@@ -55,6 +55,7 @@ def world(x11):
 
 
 @pytest.mark.apps
+@pytest.mark.timeout(1200)  # two runs over every template: a hang guard sized for that work on a busy machine
 def test_every_template_scores_zero_untouched_and_one_with_its_oracle(world, tmp_path):
     nothing = world.run(NoopAgent(), report_dir=tmp_path / "noop", progress=False)
     scored = [(r.task, r.score, r.details) for r in nothing.results if r.score != 0.0 or r.error]

@@ -127,12 +127,18 @@ NAMESPACES = {
 }
 
 
+#: Applications named in the XML as OSWorld's Ubuntu names them: there the browser is Google Chrome, which
+#: ``google-chrome`` starts; here it starts Debian's chromium (hci_envs.tools.osworld_chrome), which names itself
+#: Chromium. OSWorld's getters find the address bar under "Google Chrome" (and its agents read that name).
+OSWORLD_APP_NAMES = {"Chromium": "Google Chrome"}
+
+
 def accessibility_tree_xml(tree: dict[str, Any], *, scale: float | None = None) -> str:
     """Our accessibility tree (``accessibility_tree``'s result, or an observation's) as OSWorld's XML: one
     element per node named by its role (``push-button``), ``name``, its states as ``st:NAME="true"``, its box
     as ``cp:screencoord="(x, y)"`` and ``cp:size="(w, h)"`` in screen pixels (in a model's space at ``scale``,
     given one), its value as ``val:value`` and its text as the element's text; apps under a
-    ``desktop-frame``. OSWorld's agents read this with ``linearize_accessibility_tree`` as they read their own
+    ``desktop-frame``, named as on OSWorld's machine (OSWORLD_APP_NAMES). OSWorld's agents read this with ``linearize_accessibility_tree`` as they read their own
     server's dump."""
     import xml.etree.ElementTree as ET
 
@@ -144,6 +150,8 @@ def accessibility_tree_xml(tree: dict[str, Any], *, scale: float | None = None) 
     made: dict[int, Any] = {}
     for node in tree.get("nodes", []):
         attrs = {"name": node.get("name") or ""}
+        if node["role"] == "application":
+            attrs["name"] = OSWORLD_APP_NAMES.get(attrs["name"], attrs["name"])
         for state in node.get("states", []):
             attrs[f"{{{NAMESPACES['st']}}}{state.replace(' ', '-')}"] = "true"
         if node.get("box"):

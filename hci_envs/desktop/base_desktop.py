@@ -37,13 +37,35 @@ _BIND_HOME = 'mkdir -p -- "$1" && mount --bind -- "$0" "$1" || exit 125; shift; 
 _ENTER = 'cd -- "$0" || exit 125; exec "$@"'
 
 
+#: The desktop whose home each home_view link points at now (see view_link): one at a time.
+_LINK_HOLDERS: dict[str, BaseDesktop] = {}
+
+
+def view_link(view: str) -> Path | None:
+    """Where the home_view is a symlink into a folder of this server's own (a container's image makes
+    ``/home/user -> /var/lib/hci-envs/view/home``: a container may not make mount namespaces), the link the server
+    points at the current desktop's home; None where the view is made with a mount namespace. The path at the
+    view is fixed in root's /home; what it leads to is a link in a folder only this server may write."""
+    import stat
+
+    if os.geteuid() == 0 or not os.path.islink(view):
+        return None
+    target = Path(os.readlink(view))
+    if not target.is_absolute():
+        return None
+    try:
+        folder = os.lstat(target.parent)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(folder.st_mode) or folder.st_uid != os.geteuid() or folder.st_mode & 0o022:
+        return None
+    return target
+
+
 def _check_home_view(view: str) -> None:
-    """``home_view`` needs root (it mounts), and a place no one else can change under it: /home a real folder of
-    root's that only root may write (so no one can put a symlink at the view), the view, if it is there, a real
-    folder."""
-    if os.geteuid() != 0:
-        raise ConfigError(f"home_view {view!r} binds the home in a mount namespace of the agent's: the server must "
-                          "run as root", field="home_view")
+    """``home_view`` needs root (it mounts), or a view link (see view_link), and a place no one else can change
+    under it: /home a real folder of root's that only root may write (so no one can put a symlink at the view),
+    the view, if it is there, a real folder (or that link)."""
     import stat
 
     try:
@@ -53,6 +75,12 @@ def _check_home_view(view: str) -> None:
     if not stat.S_ISDIR(home.st_mode) or home.st_uid != 0 or home.st_mode & 0o022:
         raise ConfigError("home_view: /home must be a folder of root's that no one else may write",
                           field="home_view")
+    if view_link(view) is not None:
+        return
+    if os.geteuid() != 0:
+        raise ConfigError(f"home_view {view!r} binds the home in a mount namespace of the agent's: the server must "
+                          f"run as root, or {view} be a link into a folder of this server's own (a container's "
+                          "image: see hci_envs.desktop.base_desktop.view_link)", field="home_view")
     if existing is not None and not stat.S_ISDIR(existing.st_mode):
         raise ConfigError(f"home_view: {view} is there and is not a folder (a symlink?)", field="home_view")
     refused = _mount_namespaces_refused()
@@ -228,7 +256,10 @@ class BaseDesktop(abc.ABC):
         kwargs.setdefault("env", self.app_env())
         cwd = os.path.join(self.agent_home, str(kwargs.pop("cwd", None) or self.agent_home))
         view = self.state.home_view
-        if view is None:
+        link = view_link(view) if view is not None else None
+        if link is not None:
+            self._hold_view_link(link)
+        if view is None or link is not None:
             kwargs["cwd"] = cwd
         else:
             # The bind happens in the new namespace, before the account's privileges are dropped; the process
@@ -239,6 +270,22 @@ class BaseDesktop(abc.ABC):
             argv = ["/bin/sh", "-c", _ENTER, cwd, *argv]
         return self.processes.spawn(name, argv, account=self.account,  # type: ignore[arg-type]
                                     max_processes=self.max_processes, **kwargs)
+
+    def _hold_view_link(self, link: Path) -> None:
+        """Point the view link at this desktop's home, unless another open desktop holds it: a link is one
+        path for every process, so it serves one desktop at a time (no spare desktops, one session)."""
+        holder = _LINK_HOLDERS.get(str(link))
+        if holder is not None and holder is not self and not holder._closed:
+            raise ConfigError(f"home_view {self.state.home_view}: its link serves one desktop at a time and another "
+                              "one holds it (run this server with one session and no spare desktops)",
+                              field="home_view")
+        _LINK_HOLDERS[str(link)] = self
+        if os.path.islink(link) and os.readlink(link) == self.home:
+            return
+        fresh = link.with_name(f".{link.name}.{os.getpid()}")
+        fresh.unlink(missing_ok=True)
+        os.symlink(self.home, fresh)
+        os.replace(fresh, link)
 
     def _make_agent_tmp(self) -> None:
         tmp = self.agent_runtime / "tmp"
@@ -314,6 +361,9 @@ class BaseDesktop(abc.ABC):
         if self.account is not None:
             remove_private_dir(self.agent_runtime)
         shutil.rmtree(self._runtime, ignore_errors=True)
+        for link, holder in list(_LINK_HOLDERS.items()):
+            if holder is self:
+                del _LINK_HOLDERS[link]
 
 
 def _user_name() -> str:

@@ -33,6 +33,7 @@ OSWORLD_REQUIREMENT = "desktop-env==1.0.2"
 OSWORLD_HARNESS = ROOT / "hci_envs" / "osworld" / "harness-requirements.txt"
 #: pyautogui for the agent's Python, which runs the code OSWorld's agents send (hci_envs.server.osworld_guest).
 OSWORLD_GUEST = ROOT / ".cache" / "osworld-guest"
+#: (the osworld image installs the same: hci_envs.ops.images.build_osworld)
 OSWORLD_GUEST_REQUIREMENT = "pyautogui==0.9.54"
 
 #: What a desktop needs at run time.
@@ -159,9 +160,9 @@ def ensure_openenv() -> Path:
 def ensure_osworld(python: Path) -> Path:
     """OSWorld's harness in an environment of its own (desktop-env pins numpy<2 and old torch and transformers,
     which it never imports: it goes in without its pins, with what it imports: OSWORLD_HARNESS), our light client
-    beside it."""
+    (and the Docker SDK) beside it."""
     harness = OSWORLD_VENV / "bin" / "python"
-    key = f"{OSWORLD_REQUIREMENT} + {OSWORLD_HARNESS.read_text()} + hci-envs"
+    key = f"{OSWORLD_REQUIREMENT} + {OSWORLD_HARNESS.read_text()} + hci-envs[docker]"
     if harness.exists() and _stamp(OSWORLD_VENV, key):
         log(f"OSWorld environment {OSWORLD_VENV.name}: up to date")
     else:
@@ -170,7 +171,8 @@ def ensure_osworld(python: Path) -> Path:
         run([str(harness), "-m", "pip", "install", "-q", "--upgrade", "pip"])
         run([str(harness), "-m", "pip", "install", "-q", "--no-deps", OSWORLD_REQUIREMENT])
         run([str(harness), "-m", "pip", "install", "-q", "-r", str(OSWORLD_HARNESS)])
-        run([str(harness), "-m", "pip", "install", "-q", "-e", str(ROOT)])
+        # [docker]: the provider's placement="docker" starts the desktop in a container
+        run([str(harness), "-m", "pip", "install", "-q", "-e", f"{ROOT}[docker]"])
         (OSWORLD_VENV / ".hci-envs-stamp").write_text(key)
     return harness
 
@@ -348,7 +350,9 @@ def run_tests(python: Path, env: dict[str, str], lanes: tuple[tuple[str, ...], .
         status = 1
         try:
             with open(log_path, "wb") as out:
-                proc = subprocess.Popen([str(python), "-m", "pytest", "-m", tier, "-p", "no:cacheprovider"],
+                # the slowest tests of each tier are listed at its end: where a run's time goes
+                proc = subprocess.Popen([str(python), "-m", "pytest", "-m", tier, "-p", "no:cacheprovider",
+                                         "--durations=8"],
                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=ROOT,
                                         env={**env, **({"TMPDIR": str(tmp)} if tmp else {})})
                 assert proc.stdout is not None

@@ -100,12 +100,25 @@ def serve(args: argparse.Namespace) -> int:
 
     sock = _bind(args.host, args.port)
     sockets = [sock]
+    gate_secret = os.environ.get("HCI_ENVS_OSWORLD_TOKEN", "")
+    if args.osworld_gate_port is not None:
+        if not gate_secret:
+            raise ConfigError("--osworld-gate-port needs its secret in HCI_ENVS_OSWORLD_TOKEN (never on the command "
+                              "line): the gate runs commands on the desktop for whoever knows it")
+        if args.osworld_port is None:
+            args.osworld_port = 0  # the gate leads to the guest API
     if args.osworld_port is not None:
         if args.osworld_port and args.osworld_port == sock.getsockname()[1]:
             raise ConfigError("--osworld-port must be another port than --port")
         sockets.append(_bind("127.0.0.1", args.osworld_port))  # loopback only: see hci_envs.server.osworld_guest
     config = serve_config(args, sock.getsockname()[1],
                           sockets[1].getsockname()[1] if len(sockets) > 1 else None)
+    gate = None
+    if args.osworld_gate_port is not None:
+        from ..providers.tunnel import gate as osworld_gate
+
+        gate = osworld_gate(_bind(args.host, args.osworld_gate_port), gate_secret, config.osworld_port).start()
+        config.osworld_gate = f"{args.host}:{gate.port}"
     env_class = config.env_class
     config.on_ready = lambda server: _print_ready(server, sys.stdout)
     app = create_app(config)
@@ -139,7 +152,11 @@ def serve(args: argparse.Namespace) -> int:
     from ..server.path_token import redact_logs
 
     redact_logs()  # uvicorn.Config has set up its handlers: no control token in a URL path reaches them
-    server.run(sockets=sockets)
+    try:
+        server.run(sockets=sockets)
+    finally:
+        if gate is not None:
+            gate.stop()
     return 0 if server.started else 1
 
 
@@ -221,6 +238,8 @@ def _print_ready(server: Any, out: Any) -> None:
     lines.append(f"  {'control plane:':<27}{server.config.base_url()}/reset /step /state /ws  (health: /health)")
     if server.config.osworld_port is not None:
         lines.append(f"  {'OSWorld guest API:':<27}http://127.0.0.1:{server.config.osworld_port}  (its owner only)")
+    if server.config.osworld_gate:
+        lines.append(f"  {'OSWorld guest gate:':<27}{server.config.osworld_gate}  (its secret first: hci_envs.providers.tunnel)")
     lines.append("  Ctrl-C stops the server and every process of the desktop.")
     print("\n".join(lines), file=out, flush=True)
 
@@ -290,6 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--home-view", metavar="PATH",
                    help="where the agent's processes also see their home (e.g. /home/user, as OSWorld's tasks expect; "
                         "a mount namespace of theirs: needs root)")
+    p.add_argument("--osworld-gate-port", type=int, default=None, metavar="PORT",
+                   help="also let OSWorld's guest API be reached through a gate on --host:PORT by whoever opens with "
+                        "the secret in HCI_ENVS_OSWORLD_TOKEN (a container's harness: see hci_envs.providers.tunnel)")
     p.add_argument("--osworld-owner-uid", type=int, default=None, metavar="UID",
                    help="the uid allowed to call the OSWorld guest API (default: this server's)")
     p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))

@@ -45,6 +45,7 @@ BASE_OS = "hci-envs/base-os:bookworm"
 PUBLIC_BASE = "debian:bookworm-slim"
 BASE = "hci-envs/base:latest"
 APPS = "hci-envs/apps:latest"
+OSWORLD = "hci-envs/osworld:latest"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
 #: What the base image has: the desktop (the HumanComputerInterfaceable trait's packages, x11vnc and the
@@ -387,7 +388,7 @@ def build_base(*, base: str = BASE_OS, tag: str = BASE, offline: bool = True, mi
 
 
 def build_dockerfile_dir(directory: Path, tag: str, *, files: dict[str, Path] | None = None,
-                         base: str = BASE, progress: Progress = _say) -> str:
+                         base: str = BASE, buildargs: dict[str, str] | None = None, progress: Progress = _say) -> str:
     """Build an image from a folder of images/ (with extra ``files``, or folders, copied into its context)."""
     context = build_dir() / directory.name
     if context.exists():
@@ -398,13 +399,35 @@ def build_dockerfile_dir(directory: Path, tag: str, *, files: dict[str, Path] | 
             shutil.copytree(source, context / name, ignore=shutil.ignore_patterns(".stamp", ".own-stamp"))
         else:
             shutil.copy2(source, context / name)
-    return docker_build(context, tag, buildargs={"BASE": base}, progress=progress)
+    return docker_build(context, tag, buildargs={"BASE": base, **(buildargs or {})}, progress=progress)
 
 
 def build_apps(*, progress: Progress = _say) -> str:
     """hci-envs/apps: the base with the task suite's real apps and the checkers' readers."""
     return build_dockerfile_dir(IMAGES / "apps", APPS, files={"wheels": build_wheelhouse(progress=progress)},
                                 progress=progress)
+
+
+def build_osworld(*, progress: Progress = _say) -> str:
+    """hci-envs/osworld: the apps image with the rest of OSWorld's apps and its world (images/osworld), and
+    pyautogui for the agent's side (the code OSWorld's agents send), as a checkout's .cache/osworld-guest has."""
+    from .bootstrap import OSWORLD_GUEST_REQUIREMENT
+
+    wheels = BUILD / "osworld-guest-wheels"
+    stamp = wheels / ".stamp"
+    if not stamp.is_file() or stamp.read_text() != OSWORLD_GUEST_REQUIREMENT:
+        # Built aside and swapped in, as the wheelhouse is: needs an index once, never at image build.
+        fresh = wheels.with_name(wheels.name + ".new")
+        shutil.rmtree(fresh, ignore_errors=True)
+        fresh.mkdir(parents=True)
+        progress(f"building the wheels of {OSWORLD_GUEST_REQUIREMENT} for the osworld image (pip wheel)")
+        _run([sys.executable, "-m", "pip", "wheel", "--progress-bar", "off", "--wheel-dir", str(fresh),
+              OSWORLD_GUEST_REQUIREMENT], progress)
+        (fresh / ".stamp").write_text(OSWORLD_GUEST_REQUIREMENT)
+        shutil.rmtree(wheels, ignore_errors=True)
+        fresh.rename(wheels)
+    return build_dockerfile_dir(IMAGES / "osworld", OSWORLD, files={"guest-wheels": wheels}, base=APPS,
+                                buildargs={"GUEST_REQUIREMENT": OSWORLD_GUEST_REQUIREMENT}, progress=progress)
 
 
 def derived_dockerfile(env_spec: str, env_class: type, *, base: str = BASE, module_file: str | None = None) -> str:
@@ -465,15 +488,20 @@ def _inside_project(path: str) -> bool:
 def build_all(*, for_tests: bool = False, offline: bool = True, mirror: str = DEFAULT_MIRROR,
               base: str | None = None, progress: Progress = _say) -> dict[str, str]:
     """Everything: the Debian base (offline), the wheelhouse, hci-envs/base, hci-envs/editor, hci-envs/apps,
-    and with ``for_tests`` the test suite's image. ``base`` overrides the image hci-envs/base starts from
-    (default: the debootstrap one offline, debian:bookworm-slim online)."""
+    hci-envs/osworld, and with ``for_tests`` the test suite's image instead of the osworld one (the suite's docker
+    tier builds that itself, beside the tiers that run desktops: see tests/test_osworld_docker.py). ``base``
+    overrides the image hci-envs/base starts from (default: the debootstrap one offline, debian:bookworm-slim
+    online)."""
     started = time.monotonic()
     base = base or (BASE_OS if offline else PUBLIC_BASE)
     built = {BASE: build_base(base=base, offline=offline, mirror=mirror, progress=progress)}
     built["hci-envs/editor:latest"] = build_dockerfile_dir(IMAGES / "editor", "hci-envs/editor:latest",
                                                            progress=progress)
     built[APPS] = build_apps(progress=progress)
-    if for_tests:
+    if not for_tests:
+        built[OSWORLD] = build_osworld(progress=progress)
+    else:
+        progress(f"{OSWORLD}: built by the test suite's docker tier when it starts")
         if CHECKOUT is None:
             raise ConfigError("the test suite's image is built from a checkout of hci-envs (it needs tests/)")
         built["hci-envs-test/probe:latest"] = build_dockerfile_dir(

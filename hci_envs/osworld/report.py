@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import urllib.error
 import urllib.request
@@ -40,10 +41,6 @@ UNSUPPORTED_SETUP = {
 UNSUPPORTED_GETTERS = {
     "googledrive_file": "reads Google Drive",
 }
-#: Getters that read the browser's address bar from the accessibility tree, as OSWorld's Google Chrome names
-#: itself there ("Google Chrome"): Debian's chromium, which google-chrome starts here, is named "Chromium".
-ADDRESS_BAR_GETTERS = {"active_tab_info", "active_url_from_accessTree", "active_tab_html_parse",
-                       "active_tab_url_parse", "url_dashPart", "macys_product_url_parse"}
 #: Programs a task's set-up starts, and what it takes to have them. google-chrome is on the agent's PATH
 #: wherever chromium is (hci_envs.tools.osworld_chrome), its DevTools on the guest API's port; socat, which
 #: OSWorld's tasks start to forward the DevTools port, is not needed for that (the guest API skips it).
@@ -53,6 +50,10 @@ PROGRAMS = {"google-chrome": "chromium (which google-chrome starts)",
 #: What must be installed for a program a task starts, where that is another program.
 STANDS_IN = {"google-chrome": "chromium"}
 REACH_TIMEOUT = 10.0
+#: A command that changes user with sudo (OSWorld's tasks type its password): the agent's processes run with
+#: no_new_privs, so no privilege is ever gained on these desktops.
+_SUDO = re.compile(r"(?:^|[\s;&|(`'\"])sudo(?:\s|$)")
+NEEDS_SUDO = "runs sudo (the agent's processes run with no_new_privs: no privilege is gained on these desktops)"
 
 
 @dataclass
@@ -144,13 +145,15 @@ def unsupported(task: dict[str, Any], have: Callable[[str], bool]) -> str | None
     if task.get("proxy"):
         return UNSUPPORTED_SETUP["proxy"]
     evaluator = task.get("evaluator") or {}
+    commands = [(step.get("parameters") or {}).get("command") for step in task.get("config") or []]
+    commands += [getter.get("command") for getter in _getters(evaluator)]
+    if any(_SUDO.search(" ".join(c) if isinstance(c, list) else c) for c in commands
+           if isinstance(c, str) or (isinstance(c, list) and all(isinstance(a, str) for a in c))):
+        return NEEDS_SUDO
     for getter in _getters(evaluator):
         kind = getter["type"]
         if kind in UNSUPPORTED_GETTERS:
             return UNSUPPORTED_GETTERS[kind]
-        if kind in ADDRESS_BAR_GETTERS:
-            return (f"its evaluator ({kind}) looks for the address bar of an application named Google Chrome in "
-                    f"the accessibility tree; Debian's chromium is named Chromium there")
     return None
 
 

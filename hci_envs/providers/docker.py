@@ -100,6 +100,7 @@ class DockerProvider(Provider):
         command: list[str] | None = None,
         name: str | None = None,
         orphan_timeout: float | None = 600.0,
+        publish: tuple[int, ...] = (),
         **run_kwargs: Any,
     ) -> None:
         self.image = image
@@ -114,6 +115,8 @@ class DockerProvider(Provider):
         self.host, self.port = host, port
         self.command = command
         self.name = name
+        #: More container ports published on ``host`` (each at a free port: see host_port)
+        self.publish = tuple(publish)
         self.run_kwargs = run_kwargs
         self.container: Any = None
         self._client: Any = None
@@ -198,7 +201,8 @@ class DockerProvider(Provider):
                 # starting it fails or Ctrl-C arrives in between.
                 self.container = client.containers.create(
                     self.image, command=self.command, name=self.name,
-                    ports={"8000/tcp": (self.host, self.port)}, environment=env_vars,
+                    ports={"8000/tcp": (self.host, self.port), **{f"{p}/tcp": (self.host, None) for p in self.publish}},
+                    environment=env_vars,
                     labels={LABEL: "docker", OWNER: _owner()},
                     cap_drop=["ALL"], cap_add=[name.removeprefix("CAP_") for name in CAPABILITIES],
                     security_opt=["no-new-privileges"], privileged=False,
@@ -217,6 +221,16 @@ class DockerProvider(Provider):
         if not bindings:
             raise ProviderError(f"{self.image} published no port for 8000: {self.logs()}")
         return f"http://{self.host}:{bindings[0]['HostPort']}"
+
+    def host_port(self, container_port: int) -> int:
+        """The port on ``host`` where the running container's ``container_port`` (one of ``publish``) is."""
+        if self.container is None:
+            raise ProviderError("the container is not running")
+        self.container.reload()
+        bindings = self.container.attrs["NetworkSettings"]["Ports"].get(f"{container_port}/tcp") or []
+        if not bindings:
+            raise ProviderError(f"{self.image} has no published port for {container_port} (publish=...)")
+        return int(bindings[0]["HostPort"])
 
     def alive(self) -> bool:
         if self.container is None:

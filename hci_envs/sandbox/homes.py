@@ -165,8 +165,7 @@ def _copy_data(src: int, dst: int, size: int) -> int:
             end = size
         position = start
         while position < end:
-            n = os.copy_file_range(src, dst, end - position, position, position) if hasattr(os, "copy_file_range") \
-                else _pread_write(src, dst, end - position, position)
+            n = _copy_range(src, dst, end - position, position)
             if n == 0:
                 break
             position += n
@@ -174,6 +173,23 @@ def _copy_data(src: int, dst: int, size: int) -> int:
         offset = end
     os.ftruncate(dst, size)
     return copied
+
+
+#: Why copy_file_range cannot copy between two files: EXDEV when they are on different filesystems (a home
+#: template in an image's layers, the home on a tmpfs), the others where the kernel or filesystem lacks it.
+_NO_COPY_RANGE = {errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL}
+
+
+def _copy_range(src: int, dst: int, count: int, offset: int) -> int:
+    """Copy up to ``count`` bytes at ``offset``: in the kernel where it can (no data through this process),
+    else read and written here."""
+    if hasattr(os, "copy_file_range"):
+        try:
+            return os.copy_file_range(src, dst, count, offset, offset)
+        except OSError as exc:
+            if exc.errno not in _NO_COPY_RANGE:
+                raise
+    return _pread_write(src, dst, count, offset)
 
 
 def _pread_write(src: int, dst: int, count: int, offset: int) -> int:

@@ -88,6 +88,8 @@ class ServerConfig:
     #: None for none. Only ``osworld_owner`` (a uid; default: this server's) may call it.
     osworld_port: int | None = None
     osworld_owner: int | None = None
+    #: Where the gate to the guest API listens (host:port), if it does (hci_envs.providers.tunnel); set by serve.
+    osworld_gate: str | None = None
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1:

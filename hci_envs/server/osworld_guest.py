@@ -131,6 +131,10 @@ class GuestApi:
         def read(desktop: Any) -> str:
             if desktop.accessibility is None:
                 raise GuestError(503, "this desktop has no accessibility bus")
+            # The app that gets the keys has handled every key sent before this (the agent's pyautogui sends them
+            # on a connection of its own; the question goes after them): the tree shows what they did, as a
+            # getter reading an address bar right after the solution's last keys expects.
+            desktop.input.handled(timeout=2.0)
             tree = desktop.accessibility.tree(Query(visible_only=False, max_nodes=10_000), remember=False)
             return accessibility_tree_xml(tree.to_dict())
 
@@ -254,7 +258,7 @@ class GuestApi:
         import http.client as http_client
 
         from ..tools.osworld_vlc import STATE_NAME
-        from .guards import socket_owner
+        from ..sandbox.peers import socket_owner
 
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
 
@@ -770,7 +774,7 @@ class OwnerGuard:
         self.owner = owner
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        from .guards import socket_owner
+        from ..sandbox.peers import socket_owner
 
         if scope["type"] not in ("http", "websocket"):
             return

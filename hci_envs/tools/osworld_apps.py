@@ -11,21 +11,34 @@ import tempfile
 from pathlib import Path
 
 _bin: Path | None = None
+#: A folder where an image has written the programs already (write_programs): a container's /tmp is mounted
+#: noexec, so the programs cannot be made there.
+PREPARED_BIN_ENV = "HCI_ENVS_OSWORLD_BIN"
+
+
+def write_programs(folder: str | Path) -> Path:
+    """Write the programs' files into ``folder`` (made if missing), readable and runnable by all."""
+    from . import osworld_chrome, osworld_vlc
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in {**osworld_chrome.shims(), **osworld_vlc.shims()}.items():
+        path = folder / name
+        path.write_text(text)
+        path.chmod(0o755)
+    folder.chmod(0o755)
+    return folder
 
 
 def agent_bin() -> Path:
-    """A folder of this process, readable by agents and written by nobody else, holding the programs' files;
-    made once per process, removed at its exit."""
-    from . import osworld_chrome, osworld_vlc
-
+    """The folder of the programs' files: HCI_ENVS_OSWORLD_BIN where an image prepared it, else a folder of this
+    process, readable by agents and written by nobody else, made once per process and removed at its exit."""
     global _bin
+    prepared = os.environ.get(PREPARED_BIN_ENV)
+    if prepared:
+        return Path(prepared)
     if _bin is None or not _bin.is_dir():
-        folder = Path(tempfile.mkdtemp(prefix="hci-envs-osworld-bin-"))
-        for name, text in {**osworld_chrome.shims(), **osworld_vlc.shims()}.items():
-            path = folder / name
-            path.write_text(text)
-            path.chmod(0o755)
-        folder.chmod(0o755)
+        folder = write_programs(tempfile.mkdtemp(prefix="hci-envs-osworld-bin-"))
         atexit.register(shutil.rmtree, folder, True)
         _bin = folder
     return _bin

@@ -6,7 +6,7 @@ desktops, as a user with an OSWorld checkout would: reset(task_config=...), step
 SPEC: {"tasks": [task files], "solutions": {id: [action]} or null (the do-nothing agent), "cache_dir": path,
 "action_space": "pyautogui" (code strings) or "computer_13" (action dicts),
 "screen_size": [w, h], "a11y": bool, "probe": shell command run after each evaluate (its output is kept),
-"after_all": shell command run after a last reset with no task}.
+"after_all": shell command run after a last reset with no task, "placement": "local" or "docker"}.
 """
 
 import json
@@ -20,7 +20,8 @@ def main() -> None:
     spec = json.loads(open(sys.argv[1]).read())
     started = time.monotonic()
     env = DesktopEnv(action_space=spec.get("action_space", "pyautogui"), screen_size=tuple(spec.get("screen_size", (1280, 800))),
-                     require_a11y_tree=spec.get("a11y", False), cache_dir=spec["cache_dir"], headless=True)
+                     require_a11y_tree=spec.get("a11y", False), cache_dir=spec["cache_dir"], headless=True,
+                     placement=spec.get("placement", "local"))
     results = {"start_s": round(time.monotonic() - started, 2), "tasks": []}
     try:
         for path in spec["tasks"]:

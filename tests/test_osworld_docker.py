@@ -1,0 +1,111 @@
+"""OSWorld's harness on a desktop in a container (``placement="docker"``, the hci-envs/osworld image): the same
+OSWorld-format tasks score 0 done nothing and 1 solved, with the agent's home at /home/user (a link the server
+points at the desktop's home: no mount namespace in a container), a revert brings back the start state, and
+the guest API is reached through the gate only with its secret, and through the relay only by its owner."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import need
+from test_osworld_harness import PAIR, osworld_python, run_harness, task_files
+from test_tunnel import ASK_PLATFORM, EXCHANGE
+
+pytestmark = pytest.mark.docker
+
+OSWORLD_IMAGE = "hci-envs/osworld:latest"
+#: One task of each domain (every app of the image), and the pair whose files show what a revert keeps.
+CHOSEN = {"answer-in-a-file", "shout-the-notes", "fix-the-shopping-list", "center-the-title", "bold-the-header",
+          "retitle-the-talk", "rename-the-draft", "multiply-in-the-calculator", "chrome-open-a-page-in-a-new-tab",
+          "vlc-start-in-minimal-view", "mirror-the-arrow"}
+
+
+@pytest.fixture(scope="module")
+def osworld_image():
+    """The osworld image, built here (Docker's cache makes that quick when nothing changed): the set-up command
+    leaves it to this tier, which runs beside the tiers that run desktops, where its build costs no time."""
+    from hci_envs.ops import images
+
+    try:
+        images.docker_client()
+    except Exception as exc:  # noqa: BLE001
+        need(False, f"the Docker daemon ({exc})")
+    need(images.image_exists(images.docker_client(), images.APPS), f"the image {images.APPS}; "
+         "`python3 -m hci_envs install --test` builds it")
+    images.build_osworld()
+    osworld_python()
+
+
+@pytest.mark.timeout(1500)
+def test_tasks_in_a_container_score_as_on_this_machine(osworld_image, tmp_path):
+    tasks = [t for t in task_files() if Path(t).stem in CHOSEN]
+    assert len(tasks) == len(CHOSEN)
+    nothing = run_harness(tmp_path / "nothing", solutions=False, placement="docker", tasks=tasks, a11y=True)
+    assert {t["id"]: t["score"] for t in nothing["tasks"]} == {t: 0.0 for t in CHOSEN}
+    assert all(t["screenshot_png"] and t["a11y"] for t in nothing["tasks"])
+    solved = run_harness(tmp_path / "solved", solutions=True, placement="docker", tasks=tasks,
+                         probe="readlink -f ~ /home/user | sort -u | wc -l; ls ~/Desktop/answer.txt ~/NOTES.txt "
+                               "2>/dev/null | wc -l",
+                         after_all="ls ~/Desktop/answer.txt ~/NOTES.txt ~/notes.txt 2>/dev/null | wc -l")
+    assert {t["id"]: t["score"] for t in solved["tasks"]} == {t: 1.0 for t in CHOSEN}
+    # the agent's home is /home/user, and each task starts from the start state (a revert in a container)
+    assert {t["id"]: t["probe"].split() for t in solved["tasks"]} == {
+        t["id"]: ["1", "1" if t["id"] in PAIR else "0"] for t in solved["tasks"]}
+    assert solved["after_all"].strip() == "0"
+
+
+GATE_CHECK = ASK_PLATFORM + r'''
+import json, os, socket, sys, time, urllib.request
+from hci_envs.osworld import HciEnvsProvider
+from hci_envs.osworld.provider import GATE_PORT
+
+provider = HciEnvsProvider(placement="docker", screen_size=(800, 600))
+provider.start_emulator("hci-envs", True)
+try:
+    relay = provider.guest_port
+    gate = provider.server.host_port(GATE_PORT)
+    seen = {}
+    with urllib.request.urlopen(f"http://127.0.0.1:{relay}/platform", timeout=30) as answer:
+        seen["relay"] = answer.read().decode()
+
+    seen["gate_without_secret"] = ask_platform(gate).decode(errors="replace")
+    seen["gate_wrong_secret"] = ask_platform(gate, b"hci-envs-osworld-gate not-the-secret\n").decode(errors="replace")
+    print(json.dumps({"seen": seen, "relay": relay}), flush=True)
+    sys.stdin.readline()  # the test tries the relay as another user meanwhile
+finally:
+    provider.stop_emulator("hci-envs")
+'''
+
+
+def test_the_gate_wants_its_secret_and_the_relay_its_owner(osworld_image):
+    import json
+    import pwd
+
+    agent_uid = pwd.getpwnam("hci-agent").pw_uid  # an agent account of this machine: another user
+
+    proc = subprocess.Popen([osworld_python(), "-c", GATE_CHECK], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "HCI_ENVS_PYTHON": sys.executable})
+    try:
+        line = proc.stdout.readline()
+        assert line, proc.stderr.read()[-3000:]
+        report = json.loads(line)
+        seen = report["seen"]
+        assert seen["relay"] == "Linux"
+        assert seen["gate_without_secret"] == "" and seen["gate_wrong_secret"] == ""  # closed, nothing answered
+        # another uid (an agent account of this machine) gets nothing through the relay
+        request = b"GET /platform HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        other = subprocess.run(
+            ["setpriv", "--reuid", str(agent_uid), "--regid", str(agent_uid), "--clear-groups", "/usr/bin/python3", "-c",
+             EXCHANGE + f"print(repr(exchange({report['relay']}, {request!r})))"],
+            capture_output=True, text=True, timeout=60)
+        assert other.returncode == 0 and other.stdout.strip() == "b''", (other.stdout, other.stderr)
+    finally:
+        if proc.poll() is None:
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            proc.wait(120)
+    assert proc.returncode == 0, proc.stderr.read()[-3000:]
