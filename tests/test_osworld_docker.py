@@ -1,27 +1,20 @@
-"""OSWorld's harness on a desktop in a container (``placement="docker"``, the hci-envs/osworld image): the same
-OSWorld-format tasks score 0 done nothing and 1 solved, with the agent's home at /home/user (a link the server
-points at the desktop's home: no mount namespace in a container), a revert brings back the start state, and
-the guest API is reached through the gate only with its secret, and through the relay only by its owner."""
+"""OSWorld's harness reaching a desktop in a container (``placement="docker"``, the hci-envs/osworld image): the
+guest API answers through the relay, the gate only with its secret, and the relay only its owner."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from conftest import need
-from test_osworld_harness import PAIR, osworld_python, run_harness, task_files
+from test_osworld_harness import osworld_python
 from test_tunnel import ASK_PLATFORM, EXCHANGE
 
 pytestmark = pytest.mark.docker
 
 OSWORLD_IMAGE = "hci-envs/osworld:latest"
-#: One task of each domain (every app of the image), and the pair whose files show what a revert keeps.
-CHOSEN = {"answer-in-a-file", "shout-the-notes", "fix-the-shopping-list", "center-the-title", "bold-the-header",
-          "retitle-the-talk", "rename-the-draft", "multiply-in-the-calculator", "chrome-open-a-page-in-a-new-tab",
-          "vlc-start-in-minimal-view", "mirror-the-arrow"}
 
 
 @pytest.fixture(scope="module")
@@ -38,24 +31,6 @@ def osworld_image():
          "`python3 -m hci_envs install --test` builds it")
     images.build_osworld()
     osworld_python()
-
-
-@pytest.mark.timeout(1500)
-def test_tasks_in_a_container_score_as_on_this_machine(osworld_image, tmp_path):
-    tasks = [t for t in task_files() if Path(t).stem in CHOSEN]
-    assert len(tasks) == len(CHOSEN)
-    nothing = run_harness(tmp_path / "nothing", solutions=False, placement="docker", tasks=tasks, a11y=True)
-    assert {t["id"]: t["score"] for t in nothing["tasks"]} == {t: 0.0 for t in CHOSEN}
-    assert all(t["screenshot_png"] and t["a11y"] for t in nothing["tasks"])
-    solved = run_harness(tmp_path / "solved", solutions=True, placement="docker", tasks=tasks,
-                         probe="readlink -f ~ /home/user | sort -u | wc -l; ls ~/Desktop/answer.txt ~/NOTES.txt "
-                               "2>/dev/null | wc -l",
-                         after_all="ls ~/Desktop/answer.txt ~/NOTES.txt ~/notes.txt 2>/dev/null | wc -l")
-    assert {t["id"]: t["score"] for t in solved["tasks"]} == {t: 1.0 for t in CHOSEN}
-    # the agent's home is /home/user, and each task starts from the start state (a revert in a container)
-    assert {t["id"]: t["probe"].split() for t in solved["tasks"]} == {
-        t["id"]: ["1", "1" if t["id"] in PAIR else "0"] for t in solved["tasks"]}
-    assert solved["after_all"].strip() == "0"
 
 
 GATE_CHECK = ASK_PLATFORM + r'''

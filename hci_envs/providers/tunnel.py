@@ -61,6 +61,9 @@ class Tunnel:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
         self._thread: threading.Thread | None = None
+        #: The connections being carried: held here, as asyncio's stream server lets go of a connection's task
+        #: once its client has gone, and a task nobody holds is collected half-way (its upstream left open).
+        self._carrying: set[asyncio.Task[None]] = set()
 
     def start(self) -> Tunnel:
         started = threading.Event()
@@ -108,6 +111,10 @@ class Tunnel:
         thread.join(5)
 
     async def _carry(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._carrying.add(task)
+        task.add_done_callback(self._carrying.discard)
         try:
             if not await self.admit(reader, writer):
                 return

@@ -41,7 +41,7 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--test-type", "--no-first-run", "--no-default
 SHIM = r'''#!/usr/bin/python3 -I
 """google-chrome for OSWorld's tasks on hci-envs: chromium with its DevTools on a pipe, relayed to a Unix socket
 in the agent's private runtime folder (see hci_envs.tools.osworld_chrome)."""
-import json, os, selectors, signal, socket, subprocess, sys
+import json, os, selectors, signal, socket, subprocess, sys, urllib.parse
 
 FLAGS = __FLAGS__
 SOCKET = os.path.join(os.environ.get("XDG_RUNTIME_DIR") or "/nonexistent", __SOCKET__)
@@ -58,9 +58,17 @@ def running():
         probe.close()
 
 
+def as_url(arg):
+    """A file named by its path, as a file: URL of that path: chromium resolves the symlinks of a path it is
+    given (a home seen through a link would show in the tab under its real path), not those of a URL."""
+    if arg.startswith("-") or "://" in arg or not os.path.exists(arg):
+        return arg
+    return "file://" + urllib.parse.quote(os.path.abspath(arg))
+
+
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith(("--remote-debugging-port", "--remote-debugging-address",
-                                                         "--remote-debugging-pipe"))]
+    args = [as_url(a) for a in sys.argv[1:] if not a.startswith(("--remote-debugging-port", "--remote-debugging-address",
+                                                                 "--remote-debugging-pipe"))]
     if not any(a.startswith("--user-data-dir") for a in args):
         args.insert(0, "--user-data-dir=" + os.path.expanduser("~/.config/google-chrome"))
     if running():  # the browser runs: it takes these URLs, as Chrome hands them to its running instance
