@@ -53,8 +53,29 @@ def new_env(cache: str, **options: object) -> object:
     return DesktopEnv(action_space="pyautogui", screen_size=SIZE, require_a11y_tree=False, cache_dir=cache, **options)
 
 
+def timed_reverts(env: object, rounds: int) -> list[float]:
+    """Milliseconds of each reset(task) of a used DesktopEnv (a click first: the next reset reverts)."""
+    times = []
+    for _ in range(rounds):
+        env.step(CLICK, pause=0)
+        start = time.perf_counter()
+        env.reset(task_config=TASK)
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def timed_steps(env: object, n: int) -> list[float]:
+    """Milliseconds of each of ``n`` clicks through step (pause=0: execute, then the screenshot)."""
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        env.step(CLICK, pause=0)
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
 def resets(report: Report, cache: str, rounds: int = 5) -> None:
-    cold, warm = [], []
+    cold = []
     for _ in range(max(2, rounds // 2)):
         start = time.perf_counter()
         env = new_env(cache)
@@ -64,11 +85,7 @@ def resets(report: Report, cache: str, rounds: int = 5) -> None:
     env = new_env(cache)
     try:
         env.reset(task_config=TASK)
-        for _ in range(rounds):
-            env.step(CLICK, pause=0)  # used: the next reset reverts
-            start = time.perf_counter()
-            env.reset(task_config=TASK)
-            warm.append((time.perf_counter() - start) * 1000)
+        warm = timed_reverts(env, rounds)
     finally:
         env.close()
     report.add("reset(task), cold: a new DesktopEnv, then reset", cold)
@@ -81,12 +98,7 @@ def steps(report: Report, cache: str, n: int) -> None:
     env = new_env(cache)
     try:
         env.reset(task_config=TASK)
-        ours = []
-        for _ in range(n):
-            start = time.perf_counter()
-            env.step(CLICK, pause=0)
-            ours.append((time.perf_counter() - start) * 1000)
-        report.add("step(pyautogui click, pause=0): execute + screenshot", ours)
+        report.add("step(pyautogui click, pause=0): execute + screenshot", timed_steps(env, n))
         baseline, label = osworld_server_steps(n)
         if baseline is None:
             report.value("OSWorld's own guest server", label)
@@ -116,16 +128,7 @@ def containers(report: Report, cache: str, n: int, rounds: int = 3) -> None:
     try:
         env.reset(task_config=TASK)
         report.add("container: a new DesktopEnv, then reset(task)", [(time.perf_counter() - start) * 1000])
-        warm, ours = [], []
-        for _ in range(rounds):
-            env.step(CLICK, pause=0)
-            start = time.perf_counter()
-            env.reset(task_config=TASK)
-            warm.append((time.perf_counter() - start) * 1000)
-        for _ in range(n):
-            start = time.perf_counter()
-            env.step(CLICK, pause=0)
-            ours.append((time.perf_counter() - start) * 1000)
+        warm, ours = timed_reverts(env, rounds), timed_steps(env, n)
     finally:
         env.close()
     report.add("container: reset(task) of a used DesktopEnv (no spare)", warm)

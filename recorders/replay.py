@@ -171,11 +171,9 @@ def replay_episode(
                 step.match = converged_match(env.desktop, ep.frame(record["frame_after"]), mask, since=ran_at,
                                              quiet=settle_quiet, budget=budget, patience=patience)
             report.steps.append(step)
-        if compare and actions:
-            last = actions[-1].get("frame_after")
-            if last:
-                report.final_match = converged_match(env.desktop, ep.frame(last), mask, since=ran_at,
-                                                     quiet=settle_quiet, budget=FINAL_WAIT, patience=FINAL_WAIT)
+        if report.steps:
+            # the last step was compared with the end state, as long as the final screen is waited for
+            report.final_match = report.steps[-1].match
     finally:
         if own_env:
             env.close()
