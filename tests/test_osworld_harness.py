@@ -38,6 +38,22 @@ def task_files() -> list[str]:
     return sorted(str(p) for p in (TASKS / "examples").rglob("*.json"))
 
 
+#: The last step of a save in an office format: "Keep current format" once the dialog is up (not a fixed sleep,
+#: which a busy machine outlasts), then the file written, before the harness scores it.
+KEEP_THE_FORMAT_AND_WAIT_FOR_THE_FILE = (
+    "import os, subprocess\n"
+    "before = os.stat(%(path)r).st_mtime_ns\n"
+    "for _ in range(240):\n"
+    "    if 'Confirm File Format' in subprocess.run(['xdotool', 'getactivewindow', 'getwindowname'],"
+    " capture_output=True, text=True).stdout: break\n"
+    "    time.sleep(0.25)\n"
+    "pyautogui.press('enter')\n"
+    "for _ in range(240):\n"
+    "    if os.stat(%(path)r).st_mtime_ns != before: break\n"
+    "    time.sleep(0.25)\n"
+    "time.sleep(1)")
+
+
 def run_harness(tmp: Path, *, solutions: bool | dict, **spec: object) -> dict:
     """The runner in OSWorld's environment, in a folder holding the files the tasks upload and with the cache
     their downloads and expected files come from (both made by make_files.py, in that environment)."""
@@ -54,8 +70,8 @@ def run_harness(tmp: Path, *, solutions: bool | dict, **spec: object) -> dict:
     assert out.returncode == 0, f"the harness failed:\n{out.stdout[-3000:]}\n{out.stderr[-6000:]}"
     result = json.loads(out.stdout.strip().splitlines()[-1])
     for t in result["tasks"]:  # shown with -s, or when a test fails: where a pass spends its time
-        print(f"{tmp.name:10} {t['id']:32} score {t['score']:3} reset {t['reset_s']:6.2f}s steps {t['steps_s']:6.2f}s "
-              f"evaluate {t['evaluate_s']:6.2f}s")
+        print(f"{tmp.name:10} {t['id']:32} score {t['score']:3} (untouched {t['untouched_score']}) reset "
+              f"{t['reset_s']:6.2f}s steps {t['steps_s']:6.2f}s evaluate {t['evaluate_s']:6.2f}s")
     return result
 
 
@@ -65,23 +81,22 @@ def _programs(x11) -> None:
     need(os.geteuid() == 0, "root: the provider shows the agent its home at /home/user (a mount namespace)")
 
 
-@pytest.mark.timeout(1500)  # two passes over all the tasks (the report gives each one's times)
+@pytest.mark.timeout(1200)  # a pass over all the tasks (the report gives each one's times)
 def test_do_nothing_scores_zero_and_the_solutions_score_one(tmp_path):
-    nothing = run_harness(tmp_path / "nothing", solutions=False, a11y=True)
-    assert [(t["id"], t["score"]) for t in nothing["tasks"]] == [(t["id"], 0.0) for t in nothing["tasks"]]
-    assert len(nothing["tasks"]) == len(task_files()) >= 2
-    assert all(t["screenshot_png"] and t["a11y"] and t["instruction"] for t in nothing["tasks"])
-    assert nothing["platform"] == "Linux" and nothing["screen"] == {"width": 1280, "height": 800}
-
-    # the solutions, and after the last task a reset with none: OSWorld reverts to the snapshot, a spare here
-    solved = run_harness(tmp_path / "solved", solutions=True,
-                         probe="ls ~/Desktop/answer.txt ~/NOTES.txt 2>/dev/null | wc -l",
-                         after_all="ls ~/Desktop/answer.txt ~/NOTES.txt ~/notes.txt 2>/dev/null | wc -l")
-    assert {t["id"]: t["score"] for t in solved["tasks"]} == {t: 1.0 for t in SOLUTIONS}
-    # each task starts from the start state: the answer of one of the pair is there only when that one is scored
-    assert {t["id"]: t["probe"].strip() for t in solved["tasks"]} == {
-        t["id"]: "1" if t["id"] in PAIR else "0" for t in solved["tasks"]}
-    assert solved["after_all"].strip() == "0"
+    # each task is scored twice: right after its reset (the do-nothing agent's score) and after its solution
+    run = run_harness(tmp_path, solutions=True, a11y=True, score_untouched=True,
+                      probe="ls ~/Desktop/answer.txt ~/NOTES.txt 2>/dev/null | wc -l",
+                      after_all="ls ~/Desktop/answer.txt ~/NOTES.txt ~/notes.txt 2>/dev/null | wc -l")
+    assert {t["id"]: t["untouched_score"] for t in run["tasks"]} == {t["id"]: 0.0 for t in run["tasks"]}
+    assert len(run["tasks"]) == len(task_files()) >= 2
+    assert all(t["screenshot_png"] and t["a11y"] and t["instruction"] for t in run["tasks"])
+    assert run["platform"] == "Linux" and run["screen"] == {"width": 1280, "height": 800}
+    assert {t["id"]: t["score"] for t in run["tasks"]} == {t: 1.0 for t in SOLUTIONS}
+    # each task starts from the start state (OSWorld reverts to the snapshot, a spare here): the answer of one of
+    # the pair is there only when that one is scored, and after a last reset with no task, neither is
+    assert {t["id"]: t["probe"].strip() for t in run["tasks"]} == {
+        t["id"]: "1" if t["id"] in PAIR else "0" for t in run["tasks"]}
+    assert run["after_all"].strip() == "0"
 
 
 def test_two_desktop_envs_at_once(tmp_path):
@@ -135,7 +150,8 @@ def test_a_calc_task_opens_its_download_and_is_scored_by_compare_table(tmp_path)
     (tmp_path / "calc-total.json").write_text(json.dumps(task))
     solution = ["pyautogui.hotkey('ctrl', 'home'); pyautogui.press('down', presses=3)",  # to A4
                 "pyautogui.typewrite('total\\t=SUM(B2:B3)\\n')",
-                "pyautogui.hotkey('ctrl', 's')", "time.sleep(1); pyautogui.press('enter')"]  # keep the xlsx format
+                "pyautogui.hotkey('ctrl', 's')",
+                KEEP_THE_FORMAT_AND_WAIT_FOR_THE_FILE % {"path": "/home/user/prices.xlsx"}]
     tasks = [str(tmp_path / "calc-total.json")]
     nothing = run_harness(tmp_path, solutions=False, tasks=tasks)
     solved = run_harness(tmp_path, solutions={"calc-total": solution}, tasks=tasks)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import secrets
 import shlex
-import select
 import signal
 import subprocess
 import threading
@@ -22,6 +21,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from hci_envs.errors import InvalidActionError
+from hci_envs.sandbox.pipes import OutputBuffer, read_pipes
 from hci_envs.tools.registry import ToolOutput, tool
 from hci_envs.tools.trait import Trait
 
@@ -30,48 +30,13 @@ DEFAULT_MAX_OUTPUT = 64 * 1024
 RUNAWAY_FACTOR = 16
 
 
-class _Buffer:
-    """Keeps the first ``cap`` bytes and counts the rest."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.data = bytearray()
-        self.size = 0
-
-    def add(self, chunk: bytes) -> None:
-        room = self.cap - len(self.data)
-        if room > 0:
-            self.data += chunk[:room]
-        self.size += len(chunk)
-
-    @property
-    def dropped(self) -> int:
-        return self.size - len(self.data)
-
-    def text(self) -> str:
-        return self.data.decode("utf-8", errors="replace")
-
-
-def _drain(proc: subprocess.Popen[bytes], buffers: dict[int, _Buffer], deadline: float, runaway: int,
+def _drain(proc: subprocess.Popen[bytes], buffers: dict[int, OutputBuffer], deadline: float, runaway: int,
            finished: Any) -> str | None:
-    """Read the pipes (fd -> buffer) until ``finished()`` and nothing is left to read, or until the pipes
-    close. Returns "timeout" or "runaway" if it had to stop the command, else None."""
-    open_fds = list(buffers)
-    while open_fds:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return "timeout"
-        ready, _, _ = select.select(open_fds, [], [], min(remaining, 0.1))
-        for fd in ready:
-            chunk = os.read(fd, 65536)
-            if chunk:
-                buffers[fd].add(chunk)
-            else:
-                open_fds.remove(fd)
-        if sum(b.size for b in buffers.values()) > runaway:
-            return "runaway"
-        if not ready and finished():
-            return None  # done; a background process may hold the pipes open, which we do not wait for
+    """Read the pipes until the command is ``finished()`` and all it wrote is read, or until they close.
+    Returns "timeout" or "runaway" if it had to stop the command, else None."""
+    stopped = read_pipes(buffers, deadline, finished, runaway=runaway)
+    if stopped or finished():
+        return stopped
     # The pipes closed a moment before the process exits: wait for its status, or the stop that follows
     # would end it with SIGTERM and report -15 for a command that succeeded.
     try:
@@ -81,7 +46,8 @@ def _drain(proc: subprocess.Popen[bytes], buffers: dict[int, _Buffer], deadline:
     return None
 
 
-def _output(stdout: _Buffer, stderr: _Buffer, code: int | None, stopped: str | None, timeout: float) -> ToolOutput:
+def _output(stdout: OutputBuffer, stderr: OutputBuffer, code: int | None, stopped: str | None,
+            timeout: float) -> ToolOutput:
     data = {"exit_code": code, "stdout": stdout.text(), "stderr": stderr.text(), "stdout_dropped": stdout.dropped,
             "stderr_dropped": stderr.dropped, "timed_out": stopped == "timeout"}
     parts = []
@@ -126,7 +92,7 @@ class BashAccess(Trait):
         if (directory == home or directory.startswith(home + os.sep)) and not os.path.isdir(directory):
             raise InvalidActionError(f"bash.cwd: {directory!r} is not a directory", field="cwd")
         desktop = self.desktop  # type: ignore[attr-defined]
-        stdout, stderr = _Buffer(max_output), _Buffer(max_output)
+        stdout, stderr = OutputBuffer(max_output), OutputBuffer(max_output)
         deadline = time.monotonic() + timeout
         runaway = max_output * RUNAWAY_FACTOR
         if persistent:
@@ -148,7 +114,7 @@ class BashAccess(Trait):
     def _shell_slot(self) -> dict[str, Any]:
         return self.__dict__.setdefault("_bash_shell", {"proc": None, "lock": threading.Lock()})
 
-    def _in_shell(self, desktop: Any, command: str, cwd: str | None, stdout: _Buffer, stderr: _Buffer,
+    def _in_shell(self, desktop: Any, command: str, cwd: str | None, stdout: OutputBuffer, stderr: OutputBuffer,
                   deadline: float, runaway: int, timeout: float) -> ToolOutput:
         slot = self._shell_slot()
         with slot["lock"]:
@@ -163,7 +129,7 @@ class BashAccess(Trait):
             proc.stdin.write(cd.encode() + command.encode() + b" </dev/null\n"
                              + b"printf '\\n%s %s\\n' " + marker + b" \"$?\"\nprintf '%s\\n' " + marker + b" >&2\n")
             proc.stdin.flush()
-            raw_out, raw_err = _Buffer(runaway), _Buffer(runaway)
+            raw_out, raw_err = OutputBuffer(runaway), OutputBuffer(runaway)
             stopped = _drain(proc, {proc.stdout.fileno(): raw_out, proc.stderr.fileno(): raw_err}, deadline,
                              runaway, lambda: marker in raw_out.data and marker in raw_err.data)
             out, _, tail = bytes(raw_out.data).partition(b"\n" + marker + b" ")

@@ -236,6 +236,12 @@ def run_report(folder: str | Path, *, solutions: dict[str, list[Any]] | None = N
     return report
 
 
+def evaluating_changes_the_desktop(task: dict[str, Any]) -> bool:
+    """Whether scoring ``task`` changes the desktop: its evaluator's post-configuration steps (closing a window,
+    saving) run before the getters. A task scored untouched is reset again before its solution only then."""
+    return bool((task.get("evaluator") or {}).get("postconfig"))
+
+
 def _run_task(env: Any, task: dict[str, Any], row: TaskReport, solution: list[Any] | None) -> None:
     t0 = time.monotonic()
     try:
@@ -254,7 +260,8 @@ def _run_task(env: Any, task: dict[str, Any], row: TaskReport, solution: list[An
     if solution is None:
         return
     try:
-        env.reset(task_config=task)
+        if evaluating_changes_the_desktop(task):  # else the solution starts from the state just scored
+            env.reset(task_config=task)
         for action in solution:
             env.step(action, pause=0.5)
         row.solution_score = float(env.evaluate())

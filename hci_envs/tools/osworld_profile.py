@@ -24,6 +24,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from ..errors import InvalidActionError
+from ..sandbox.pipes import OutputBuffer, read_pipes
 from .registry import ToolOutput, ToolSpec
 
 #: The agent's Python finds pyautogui here: HCI_ENVS_OSWORLD_SITE, else the checkout's .cache/osworld-guest.
@@ -102,13 +103,13 @@ def run_as_agent(desktop: Any, argv: list[str], *, timeout: float, stdin: bytes 
 
         threading.Thread(target=feed, name="osworld-stdin", daemon=True).start()
     streams = [proc.stdout] + ([proc.stderr] if proc.stderr is not None else [])
-    fds = [stream.fileno() for stream in streams]
-    out = {fd: bytearray() for fd in fds}
-    dropped = {fd: 0 for fd in out}
+    buffers = {stream.fileno(): OutputBuffer(MAX_OUTPUT) for stream in streams}
     deadline = time.monotonic() + timeout
     timed_out = False
     try:
-        timed_out = not _drain(out, dropped, deadline, proc.poll)
+        # a descendant that keeps a pipe open past its parent's end (in the background, in a session of its
+        # own) holds the call a second at most
+        timed_out = read_pipes(buffers, deadline, lambda: proc.poll() is not None, grace=1.0) is not None
         if not timed_out:
             try:
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()) + 1.0)
@@ -123,43 +124,12 @@ def run_as_agent(desktop: Any, argv: list[str], *, timeout: float, stdin: bytes 
         return None, b"", b""
     desktop.processes.finished(proc)
     texts = []
-    for fd in fds:
-        data = bytes(out[fd])
-        if dropped[fd]:
-            data += f"\n[{dropped[fd]} more bytes not kept]\n".encode()
+    for buffer in buffers.values():
+        data = bytes(buffer.data)
+        if buffer.dropped:
+            data += f"\n[{buffer.dropped} more bytes not kept]\n".encode()
         texts.append(data)
     return proc.returncode, texts[0], texts[1] if len(texts) > 1 else b""
-
-
-def _drain(out: dict[int, bytearray], dropped: dict[int, int], deadline: float, exited: Any) -> bool:
-    """Read the pipes until they all close, or a second after the process ``exited()`` (True), or ``deadline``
-    (False), keeping MAX_OUTPUT bytes of each: a descendant that keeps a pipe open past its parent's end (in
-    the background, in a session of its own) holds the call no longer than that."""
-    import os
-    import selectors
-
-    with selectors.DefaultSelector() as selector:
-        for fd in out:
-            selector.register(fd, selectors.EVENT_READ)
-        ended_at: float | None = None
-        while selector.get_map():
-            now = time.monotonic()
-            if ended_at is None and exited() is not None:
-                ended_at = now
-            if ended_at is not None and now - ended_at > 1.0:
-                return True
-            left = deadline - now
-            if left <= 0:
-                return False
-            for key, _ in selector.select(min(left, 0.2)):
-                chunk = os.read(key.fd, 1 << 16)
-                if not chunk:
-                    selector.unregister(key.fd)
-                    continue
-                room = MAX_OUTPUT - len(out[key.fd])
-                out[key.fd] += chunk[:max(0, room)]
-                dropped[key.fd] += max(0, len(chunk) - max(0, room))
-    return True
 
 
 # -- the tools --------------------------------------------------------------------------------------------------

@@ -6,7 +6,10 @@ desktops, as a user with an OSWorld checkout would: reset(task_config=...), step
 SPEC: {"tasks": [task files], "solutions": {id: [action]} or null (the do-nothing agent), "cache_dir": path,
 "action_space": "pyautogui" (code strings) or "computer_13" (action dicts),
 "screen_size": [w, h], "a11y": bool, "probe": shell command run after each evaluate (its output is kept),
-"after_all": shell command run after a last reset with no task, "placement": "local" or "docker"}.
+"after_all": shell command run after a last reset with no task, "placement": "local" or "docker",
+"score_untouched": bool (each task is also scored right after its reset, before any step: what the do-nothing
+agent would score, without a second pass; a task whose evaluator has post-configuration steps, which change the
+desktop, is reset again before its steps)}.
 """
 
 import json
@@ -14,6 +17,7 @@ import sys
 import time
 
 from hci_envs.osworld import DesktopEnv
+from hci_envs.osworld.report import evaluating_changes_the_desktop
 
 
 def main() -> None:
@@ -28,6 +32,11 @@ def main() -> None:
             task = json.loads(open(path).read())
             t0 = time.monotonic()
             obs = env.reset(task_config=task)
+            untouched, tu = None, time.monotonic()
+            if spec.get("score_untouched"):
+                untouched = float(env.evaluate())
+                if evaluating_changes_the_desktop(task):
+                    obs = env.reset(task_config=task)
             t1 = time.monotonic()
             for code in (spec.get("solutions") or {}).get(task["id"], []):
                 obs, _, done, info = env.step(code, pause=0.5)
@@ -40,7 +49,8 @@ def main() -> None:
                     f"import subprocess; print(subprocess.run({spec['probe']!r}, shell=True, capture_output=True, "
                     f"text=True).stdout, end='')")["output"]
             results["tasks"].append({
-                "id": task["id"], "score": float(score), "reset_s": round(t1 - t0, 2), "steps_s": round(t2 - t1, 2),
+                "id": task["id"], "score": float(score), "untouched_score": untouched,
+                "reset_s": round(tu - t0, 2), "untouched_s": round(t1 - tu, 2), "steps_s": round(t2 - t1, 2),
                 "evaluate_s": round(t3 - t2, 2), "screenshot_png": (obs["screenshot"] or b"")[:8] == b"\x89PNG\r\n\x1a\n",
                 "a11y": obs["accessibility_tree"] is not None and "desktop-frame" in obs["accessibility_tree"],
                 "instruction": obs["instruction"], "probe": probe})
