@@ -6,8 +6,8 @@
 Each dataset row names a task of the built-in suite (the answers stay with the server); TRL resets one desktop
 per rollout into the row's task, the model's tool calls (click, type_text, key, ..., generated from the action
 vocabulary) act on it, and the task's checker is the reward (``get_reward``). One local server holds every
-rollout's desktop and is stopped when this process exits. Needs ``pip install 'hci-envs[trl]'``; a model without
-vision takes ``--text-only`` (tool results are then text, without screenshots).
+rollout's desktop and is stopped when this process exits. Needs ``pip install 'hci-envs[trl]'``. A model without
+vision gets text tool results, without screenshots (its processor takes no images); ``--text-only`` forces that.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", required=True, help="a model id or a local folder")
     parser.add_argument("--tasks", help="a task file or folder (default: the built-in suite)")
     parser.add_argument("--task", action="append", help="only these task ids (repeatable)")
-    parser.add_argument("--text-only", action="store_true", help="no screenshots: for models without vision")
+    parser.add_argument("--text-only", action="store_true",
+                        help="no screenshots, whatever the model takes (default: screenshots for models with vision)")
     parser.add_argument("--tools", help="the tools offered, as action names separated by commas (default: all)")
     parser.add_argument("--max-steps", type=int, default=2)
     parser.add_argument("--generations", type=int, default=2, help="rollouts per task in a group")
@@ -43,8 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     if not tasks:
         parser.error("no task matches --task")
     tools = tuple(args.tools.split(",")) if args.tools else None
-    Desktop = TrlDesktopEnv.configure("Desktop", images=not args.text_only, max_sessions=args.batch, tools=tools,
-                                      tasks=args.tasks)
+    Desktop = TrlDesktopEnv.configure("Desktop", images=False if args.text_only else "auto", max_sessions=args.batch,
+                                      tools=tools, tasks=args.tasks)
     trainer = GRPOTrainer(
         model=AutoModelForCausalLM.from_pretrained(args.model),
         processing_class=AutoProcessor.from_pretrained(args.model),

@@ -17,8 +17,10 @@ docstrings become the tool schemas), and scores each finished rollout with ``get
   locally, or the one at ``url``), and every session and server is closed when the process exits (TRL closes
   nothing).
 
-``TrlDesktopEnv.configure(...)`` makes a subclass with other settings (environment, apps, a server URL, text
-only for models without vision); :func:`environment_factories` makes the dict of TRL's multi-environment
+Screenshots reach the model as image blocks, unless the trainer's processing class takes no images (a
+tokenizer): then text only, said once. ``TrlDesktopEnv.configure(...)`` makes a subclass with other settings
+(environment, apps, a server URL, ``images``), named after them and pickled by them (for spawned workers);
+:func:`environment_factories` makes the dict of TRL's multi-environment
 mode; :class:`AsyncTrlDesktopEnv` has the same tools as coroutines. Needs ``hci-envs[trl]``.
 """
 
@@ -26,22 +28,24 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import copyreg
 import inspect
 import io
 import json
 import secrets
+import sys
 import threading
 import types
 import typing
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ClassVar, get_args, get_origin
+from typing import Any, ClassVar, NamedTuple, get_args, get_origin
 
 from pydantic import BaseModel
 
 from .actions import ACTIONS
 from .client import HciEnvClient
-from .errors import ConfigError, HciEnvsError, error_from_dict
+from .errors import ConfigError, EnvironmentStateError, HciEnvsError, TransportError, error_from_dict
 
 #: Actions a model gets as tools by default: all but the low-level halves (mouse_down/up, key_down/up), which
 #: leave input held when a rollout ends mid-way, and screen_size, which the first screen tells.
@@ -121,6 +125,8 @@ class _Server:
         self.provider: Any = None
         self.clients: weakref.WeakSet[HciEnvClient] = weakref.WeakSet()
         self.lock = threading.Lock()
+        self.draws: dict[str, int] = {}  # the tasks drawn from each split so far (the environment's own data)
+        self.sizes: dict[str, int] = {}
 
     def client(self) -> HciEnvClient:
         with self.lock:
@@ -138,6 +144,33 @@ class _Server:
             client = HciEnvClient(self.url, timeout=self.config["timeout"], control_token=self.control_token)
             self.clients.add(client)
         return client.connect()
+
+    def draw(self, split: str, group: int) -> int:
+        """The index of the next task of ``split`` for a rollout: each task in turn, ``group`` rollouts in a
+        row on the same one (GRPO compares a group's rollouts of one prompt), around again after the last."""
+        with self.lock:
+            drawn = self.draws.get(split, 0)
+            self.draws[split] = drawn + 1
+        return (drawn // group) % self._split_size(split)
+
+    def _split_size(self, split: str) -> int:
+        if split not in self.sizes:
+            import httpx
+
+            headers = {"Authorization": f"Bearer {self.control_token}"} if self.control_token else {}
+            try:
+                names = httpx.get(f"{self.url}/list_environments", headers=headers, timeout=30)
+                names.raise_for_status()
+                reply = httpx.post(f"{self.url}/{names.json()[0]}/num_tasks", json={"split": split},
+                                   headers=headers, timeout=60)
+            except httpx.HTTPError as exc:
+                raise TransportError(f"the server's task API at {self.url} did not answer: {exc}") from None
+            if reply.status_code != 200:
+                raise error_from_dict(reply.json().get("error") or {"code": "ERROR", "message": reply.text})
+            if reply.json()["num_tasks"] < 1:
+                raise ConfigError(f"split {split!r} of the server's tasks is empty", field="split")
+            self.sizes[split] = reply.json()["num_tasks"]
+        return self.sizes[split]
 
     def close(self) -> None:
         with self.lock:
@@ -172,14 +205,56 @@ def close_all() -> None:
         server.close()
 
 
+# -- configured variants pickle by their settings -----------------------------------------------------------
+class _Configurable(type):
+    """The metaclass of :class:`TrlDesktopEnv`. A class of a module pickles by its name, as any class does; a
+    variant made by :meth:`~TrlDesktopEnv.configure` has no name to be found by, and pickles as its base and
+    settings instead, so it reaches a trainer's spawned workers (TRL's ``AsyncGRPOTrainer``) as it is."""
+
+
+def _reduce_class(cls: _Configurable) -> Any:
+    made = cls.__dict__.get("_configured_as")
+    return cls.__qualname__ if made is None else (_configured, made)
+
+
+copyreg.pickle(_Configurable, _reduce_class)
+_configured_classes: dict[str, type[TrlDesktopEnv]] = {}
+_configured_lock = threading.Lock()
+
+
+def _configured(base: type[TrlDesktopEnv], name: str, config: dict[str, Any],
+                tools: tuple[str, ...] | None) -> type[TrlDesktopEnv]:
+    """The variant of ``base`` with these settings: one class per process for the same ones, however often it
+    is made or unpickled (TRL tells environments apart by their class)."""
+    key = json.dumps([base.__module__, base.__qualname__, id(base), name, config, tools], sort_keys=True,
+                     default=str)
+    with _configured_lock:
+        if key not in _configured_classes:
+            cls = types.new_class(name, (base,), {"tools": tools},
+                                  lambda ns: ns.update({"config": config, "__module__": base.__module__}))
+            cls._configured_as = (base, name, config, tools)
+            _configured_classes[key] = cls
+        return _configured_classes[key]
+
+
+def _variant_name(base: type, config: dict[str, Any]) -> str:
+    """A configured variant's own name (TRL names its reward column after it): the base's, the environment's,
+    the apps' and "text" for a text-only one, e.g. ``TrlDesktopEnv_workstation_mousepad_text``."""
+    parts = [base.__name__, str(config["env"]).replace(":", "_").replace(".", "_").replace("/", "_")]
+    parts += [str(app).split()[0].rsplit("/", 1)[-1] for app in config.get("apps") or ()]
+    if config.get("images") is False:
+        parts.append("text")
+    return "_".join(p for p in parts if p)
+
+
 # -- the environment ---------------------------------------------------------------------------------------
-class TrlDesktopEnv:
+class TrlDesktopEnv(metaclass=_Configurable):
     """One desktop (a session of a shared server) for each rollout TRL runs at once; see the module."""
 
     #: The configuration; change it with :meth:`configure`.
     config: ClassVar[dict[str, Any]] = {
         "env": "workstation", "apps": None, "url": None, "control_token": None, "max_sessions": 8,
-        "timeout": 120.0, "images": True, "serve": {},
+        "timeout": 120.0, "images": "auto", "split": None, "group_size": None, "serve": {},
     }
     _asynchronous: ClassVar[bool] = False
 
@@ -203,23 +278,41 @@ class TrlDesktopEnv:
     @classmethod
     def configure(cls, name: str | None = None, *, env: str | None = None, apps: list[str] | None = None,
                   url: str | None = None, control_token: str | None = None, max_sessions: int | None = None,
-                  images: bool | None = None, tools: tuple[str, ...] | None = None, timeout: float | None = None,
+                  images: bool | str | None = None, tools: tuple[str, ...] | None = None,
+                  timeout: float | None = None, split: str | None = None, group_size: int | None = None,
                   **serve: Any) -> type[TrlDesktopEnv]:
         """A subclass with other settings: ``env`` (an installed environment, ``module:Class`` or
         ``file.py:Class``), ``apps`` (commands started on the desktop), ``url`` and ``control_token`` (use that
         server instead of starting one), ``max_sessions`` (the most rollouts at once), ``images`` (False: text
-        results only, for models without vision), ``tools`` (action names), and any other ``serve`` option
+        results only, for models without vision; True: screenshots whatever the model; "auto", the default:
+        text when the trainer's processing class takes no images), ``tools`` (action names), ``split`` (the
+        environment owns the data: a row without a task draws the next task of this split of the server's
+        task API, as TRL's dataset-less mode needs), ``group_size`` (how many rollouts in a row share a drawn
+        task; default the trainer's ``num_generations``), and any other ``serve`` option
         (``size=(1024, 768)``, ``tasks="my_tasks.jsonl"``)."""
+        if images not in (None, True, False, "auto"):
+            raise ConfigError(f"images is True, False or 'auto', not {images!r}", field="images")
+        if group_size is not None and (isinstance(group_size, bool) or not isinstance(group_size, int)
+                                       or group_size < 1):
+            raise ConfigError(f"group_size is a positive integer, not {group_size!r}", field="group_size")
         given = {"env": env, "apps": apps, "url": url, "control_token": control_token, "max_sessions": max_sessions,
-                 "images": images, "timeout": timeout}
+                 "images": images, "timeout": timeout, "split": split, "group_size": group_size}
         config = {**cls.config, **{k: v for k, v in given.items() if v is not None}}
-        config["serve"] = {**cls.config["serve"], **serve}
-        return types.new_class(name or cls.__name__, (cls,), {"tools": tools},
-                               lambda ns: ns.update({"config": config, "__module__": cls.__module__}))
+        options = serve.pop("serve", None) or {}  # serve={...} too, beside serve options as keywords
+        if not isinstance(options, dict):
+            raise ConfigError(f"serve is a dict of serve options, not {options!r}", field="serve")
+        config["serve"] = {**cls.config["serve"], **options, **serve}
+        return _configured(cls, name or _variant_name(cls, config), config, tools)
 
     def __init__(self) -> None:
+        settings = _settings_for(type(self))
+        self._images, self._group = settings.images, settings.group
         self._client = _server(self.config).client()
         self._lock = threading.Lock()
+        #: Where to watch this desktop (its VNC view in a browser) and reach its tools (MCP): set at the first
+        #: reset, and printed then, once per desktop.
+        self.vnc_view_url: str | None = None
+        self.mcp_url: str | None = None
         self._task: Any = None
         self._calls: ThreadPoolExecutor | None = None
         self._calls_lock = threading.Lock()  # not self._lock, which a running call holds: never block the loop
@@ -239,22 +332,43 @@ class TrlDesktopEnv:
 
     # -- what TRL calls ------------------------------------------------------------------------------
     def reset(self, **row: Any) -> str | list[dict[str, Any]] | None:
-        """Called by the trainer before each rollout with the dataset row (never by the model)."""
+        """Called by the trainer before each rollout with the dataset row (never by the model): the row's
+        ``task`` (an id or a spec), ``split`` and ``index`` (a task by its place in the server's task API), or
+        ``instruction``; with none of them and a configured ``split``, the split's next task (the environment
+        owns the data). Returns the instruction when the row's prompt does not carry it, and the first screen."""
         task, instruction = row.get("task"), row.get("instruction")
+        split, index = row.get("split"), row.get("index")
+        if task is None and instruction is None and split is None and self.config["split"] is not None:
+            split = self.config["split"]
+            index = _server(self.config).draw(split, self._group)
+        by_position = split is not None
 
         def reset() -> Any:
             with self._lock:
+                if by_position:
+                    return self._client.reset(split=split, index=index)
                 return self._client.reset(task=task) if task is not None else self._client.reset()
 
-        result = self._after_calls(reset)
-        self._task = task
+        try:
+            result = self._after_calls(reset)
+        except (EnvironmentStateError, TransportError):
+            # The server closed this desktop's session after its idle deadline (the trainer spent longer than
+            # that between rollouts, or left one unfinished): the rollout starts on a new session.
+            self._reconnect()
+            result = self._after_calls(reset)
         obs = result.observation
-        if instruction is None and task is not None:
-            instruction = (obs.metadata or {}).get("task", {}).get("instruction")
-        text = instruction if instruction and "prompt" not in row else ""
-        content = self._content(text, obs)
-        # TRL appends a string to the prompt's last message as it is: keep the two apart
-        return "\n\n" + content if isinstance(content, str) else content
+        shown = (obs.metadata or {}).get("task") or {}
+        self._task = shown.get("id") if by_position else task
+        if self.vnc_view_url is None and self.mcp_url is None:
+            self._show_urls()
+        if instruction is None and self._task is not None:
+            instruction = shown.get("instruction")
+        prompt = row.get("prompt")
+        said = bool(prompt) and bool(prompt[-1].get("content")) if isinstance(prompt, list) else bool(prompt)
+        content = self._content(instruction if instruction and not said else "", obs)
+        # TRL appends what this returns to the prompt's last message as it is: apart from a prompt that says
+        # something, as it is for the empty one of TRL's dataset-less mode
+        return "\n\n" + content if isinstance(content, str) and said else content
 
     def get_reward(self) -> float | None:
         """The task's score from its checker (on the server); None without a task (TRL ignores it). The score
@@ -269,6 +383,28 @@ class TrlDesktopEnv:
                 return float(self._client.score()["score"])
 
         return self._after_calls(score)
+
+    def _reconnect(self) -> None:
+        with self._lock:
+            old, self._client = self._client, _server(self.config).client()
+            self.vnc_view_url = self.mcp_url = None
+        try:
+            old.close()
+        except HciEnvsError:
+            pass
+
+    def _show_urls(self) -> None:
+        try:
+            with self._lock:
+                state = self._client.state()
+        except HciEnvsError:
+            return  # the URLs are a convenience: a rollout goes on without them
+        self.vnc_view_url, self.mcp_url = state.vnc_view_url, state.mcp_url
+        where = ", ".join(f"{label} {url}" for label, url in (("watch:", self.vnc_view_url),
+                                                                ("tools (MCP):", self.mcp_url)) if url)
+        if where:
+            print(f"[hci-envs] {type(self).__name__} desktop {state.episode_id or ''}: {where}".replace("  ", " "),
+                  file=sys.stderr, flush=True)
 
     # -- tools -------------------------------------------------------------------------------------------
     def _call(self, tool: str, arguments: dict[str, Any]) -> Any:
@@ -285,13 +421,72 @@ class TrlDesktopEnv:
 
     def _content(self, text: str, obs: Any) -> str | list[dict[str, Any]] | None:
         shot = getattr(obs, "screenshot", None)
-        if not self.config["images"] or shot is None:
+        if not self._images or shot is None:
             return text.strip() or None
         if shot.scale != 1.0:
             text += f"\n(screen shown at scale {shot.scale:g}: pass scale={shot.scale:g} with coordinates read off it)"
         blocks: list[dict[str, Any]] = [{"type": "text", "text": text.strip()}] if text.strip() else []
         blocks.append({"type": "image", "image": _image(shot)})
         return blocks
+
+
+class _TrainerSettings(NamedTuple):
+    """What an environment class takes from the trainer that makes it: whether its model sees images, and how
+    many rollouts form a group (GRPO's ``num_generations``)."""
+
+    images: bool
+    group: int
+
+
+_chosen: dict[type, _TrainerSettings] = {}
+
+
+def _settings_for(cls: type[TrlDesktopEnv]) -> _TrainerSettings:
+    """``cls``'s settings as the trainer making it needs them. ``images`` "auto" (the default) is whether the
+    trainer's processing class can show images to its model: one with no image processor (a tokenizer: a
+    text-only model) would fail inside the chat template on an image block, so such a model gets text, said
+    once. ``group_size`` None is the trainer's ``num_generations``. Read when the trainer makes its first
+    instance; outside a trainer, what a trainer chose before, else screenshots and groups of one."""
+    trainer = _trainer_on_stack()
+    before = _chosen.get(cls)
+    if trainer is None:
+        found = before or _TrainerSettings(True, 1)
+    else:
+        processing_class, generations = trainer
+        images = processing_class is None or getattr(processing_class, "image_processor", None) is not None
+        found = _TrainerSettings(images, max(1, int(generations or 1)))
+        if before is None and not images and cls.config["images"] == "auto":
+            print(f"[hci-envs] {cls.__name__}: the trainer's {type(processing_class).__name__} takes no images, so "
+                  "observations are text; configure(images=True) to send screenshots anyway", file=sys.stderr,
+                  flush=True)
+        _chosen[cls] = found
+    setting, group = cls.config["images"], cls.config.get("group_size")
+    return _TrainerSettings(found.images if setting == "auto" else bool(setting), group or found.group)
+
+
+def _trainer_on_stack() -> tuple[Any, int | None] | None:
+    """The processing class and ``num_generations`` of the trainer whose code is making an environment (TRL
+    calls the factory from its own methods), or None when no trainer is on the stack."""
+    frame = sys._getframe(2)
+    for _ in range(12):
+        if frame is None:
+            return None
+        owner = frame.f_locals.get("self")
+        if owner is not None and _is_trainer(owner):
+            # GRPOTrainer.__init__ makes its first instance before it keeps these: its locals have them
+            processing_class = frame.f_locals.get("processing_class")
+            if processing_class is None:
+                processing_class = getattr(owner, "processing_class", None)
+            args = frame.f_locals.get("args") or getattr(owner, "args", None)
+            generations = getattr(owner, "num_generations", None) or getattr(args, "num_generations", None)
+            return processing_class, generations
+        frame = frame.f_back
+    return None
+
+
+def _is_trainer(owner: Any) -> bool:
+    return any(klass.__module__.startswith(("trl.", "transformers.")) and klass.__name__.endswith("Trainer")
+               for klass in type(owner).__mro__)
 
 
 def _image(shot: Any) -> Any:
@@ -331,7 +526,8 @@ def environment_factories(**configurations: dict[str, Any]) -> dict[str, type[Tr
     dataset row picks one with its ``environment`` column."""
     if not configurations:
         raise ConfigError("name at least one environment: environment_factories(editor={'apps': ['mousepad']})")
-    return {name: TrlDesktopEnv.configure(f"TrlDesktopEnv_{name}", **options) for name, options in configurations.items()}
+    return {name: TrlDesktopEnv.configure(f"TrlDesktopEnv_{name}", **options)
+            for name, options in configurations.items()}
 
 
 def task_dataset(tasks: Any = None, *, repeat: int = 1, environment: str | None = None) -> Any:

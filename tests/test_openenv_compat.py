@@ -152,3 +152,24 @@ def ws_refused(url: str) -> bool:
     except Exception:  # noqa: BLE001 - refused at the handshake, or closed before the reply was read
         return True
     return "UNAUTHORIZED" in reply
+
+
+def test_openenv_task_api_lists_splits_and_resets_by_index(server):
+    """OpenEnv's task API as its trainers call it: the splits, counts, tasks and ranges of the server's tasks
+    (the built-in suite here), and resets into a task by its split and index over OpenEnv's WebSocket client."""
+    from hci_envs.tasks import BUILTIN, load_tasks
+
+    catalog = [t.id for t in load_tasks(BUILTIN)]
+    seen = run_peer("task_api.py", server.base_url)
+    assert {"name": "all", "type": "validation", "num_tasks": len(catalog)} in seen["splits"]
+    assert seen["num_all"] == len(catalog) == len(seen["tasks"]) >= 3
+    assert [t["id"] for t in seen["tasks"]] == catalog
+    assert [t["index"] for t in seen["tasks"]] == list(range(len(catalog)))
+    assert seen["task"]["id"] == catalog[1] and seen["task"]["instruction"]
+    assert [t["id"] for t in seen["range"]] == catalog[1:3]
+    assert not any("checker" in t or "home_files" in t for t in seen["tasks"])  # the answers stay on the server
+    status, body = seen["out_of_range"]
+    assert status == 400 and "out of range" in body["error"]["message"]
+    assert seen["unknown_split"] == 404 and seen["unknown_env"] == 404
+    assert seen["reset"] == [catalog[1], catalog[0]]
+    assert "out of range" in seen["bad_reset"] and seen["after_bad_reset"] == catalog[2]

@@ -119,27 +119,41 @@ def test_grpo_trains_on_desktops_through_the_shipped_environment(episodes, tmp_p
         def on_log(self, args, state, control, logs=None, **kwargs):
             self.logs.append(dict(logs or {}))
 
-    Desktop = TrlDesktopEnv.configure("Desktop", images=False, max_sessions=4, tools=tools)
-    keep = KeepLogs()
-    try:
-        trainer = GRPOTrainer(
-            model=AutoModelForCausalLM.from_pretrained(tmp_path / "sft-model"),
-            processing_class=AutoTokenizer.from_pretrained(tmp_path / "sft-model"),
-            train_dataset=task_dataset(tasks=[t for t in _tasks() if t.id == TASK], repeat=4),
-            environment_factory=Desktop, callbacks=[keep],
-            args=GRPOConfig(output_dir=str(tmp_path / "grpo"), max_steps=2, per_device_train_batch_size=4,
-                            num_generations=2, max_completion_length=384, max_tool_calling_iterations=4,
-                            learning_rate=1e-5, logging_steps=1, activation_checkpointing=False, **common),
-        )
-        trainer.train()
-    finally:
-        close_all()
-    assert trainer.state.global_step == 2
-    steps = [log for log in keep.logs if "rewards/Desktop/mean" in log]
-    assert len(steps) == 2, keep.logs
-    assert all(log["tools/call_frequency"] > 0 for log in steps), steps  # the model's calls ran on desktops
-    assert max(log["rewards/Desktop/mean"] for log in steps) > 0, steps  # and the checker saw their effect
+    def train(factory: type, **dataset: object) -> tuple[GRPOTrainer, list[dict]]:
+        """Two GRPO steps of the SFT model on ``factory``'s desktops; the steps' logs."""
+        keep = KeepLogs()
+        keep.logs = []
+        try:
+            trainer = GRPOTrainer(
+                model=AutoModelForCausalLM.from_pretrained(tmp_path / "sft-model"),
+                processing_class=AutoTokenizer.from_pretrained(tmp_path / "sft-model"),
+                environment_factory=factory, callbacks=[keep], **dataset,
+                args=GRPOConfig(output_dir=str(tmp_path / factory.__name__), max_steps=2,
+                                per_device_train_batch_size=4, num_generations=2, max_completion_length=384,
+                                max_tool_calling_iterations=4, learning_rate=1e-5, logging_steps=1,
+                                activation_checkpointing=False, **common),
+            )
+            trainer.train()
+        finally:
+            close_all()
+        assert trainer.state.global_step == 2
+        steps = [log for log in keep.logs if f"rewards/{factory.__name__}/mean" in log]
+        assert len(steps) == 2, keep.logs
+        assert all(log["tools/call_frequency"] > 0 for log in steps), steps  # the model's calls ran on desktops
+        # and the checker (the row's task, or the one the environment drew) saw their effect
+        assert max(log[f"rewards/{factory.__name__}/mean"] for log in steps) > 0, steps
+        return trainer, steps
+
+    # images left to "auto": the tiny model's tokenizer takes none, so the class gives it text (as the README says)
+    Desktop = TrlDesktopEnv.configure("Desktop", max_sessions=4, tools=tools)
+    _, steps = train(Desktop, train_dataset=task_dataset(tasks=[t for t in _tasks() if t.id == TASK], repeat=4))
     assert any(log["loss"] != 0 for log in steps), steps  # rewards differed within a group: a real gradient
+
+    # 4. the environment owns the data (no train_dataset): each group's prompt is the next task of a split of the
+    # server's task API, the group as large as the trainer's num_generations
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(t.model_dump_json() + "\n" for t in _tasks() if t.id == TASK))
+    train(TrlDesktopEnv.configure("Owned", max_sessions=4, tools=tools, tasks=str(tasks), split="all"))
 
 
 def _tasks() -> list:
@@ -228,6 +242,129 @@ def test_async_calls_of_a_rollout_run_in_the_order_trl_made_them():
         for _ in range(3):
             results = asyncio.run(rollout())
             assert results[1::2] == [f"text {n}" for n in range(12)], results
+    finally:
+        close_all()
+
+
+#: A trainer's spawned worker, as far as the environment sees it: a fresh interpreter that unpickles the factories,
+#: makes an instance of each and runs a rollout's first calls.
+WORKER_SCRIPT = """
+import json, pickle, sys
+from hci_envs.trl import close_all
+factories = pickle.load(sys.stdin.buffer)
+seen = {}
+try:
+    for key, factory in factories.items():
+        env = factory()
+        first = env.reset(instruction="type something")
+        seen[key] = {"name": factory.__name__, "config": factory.config, "first": first,
+                     "typed": env.type_text(text="hi"), "has_click": factory.click is not None,
+                     "mcp_url": env.mcp_url}
+finally:
+    close_all()
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.fake
+def test_configured_variants_have_their_own_names_and_reach_a_spawned_worker_as_they_are():
+    import pickle
+
+    from hci_envs.errors import ConfigError
+    from hci_envs.trl import AsyncTrlDesktopEnv, TrlDesktopEnv, environment_factories
+
+    Text = TrlDesktopEnv.configure(images=False, apps=["/usr/bin/xterm -geometry 80x24"], desktop="fake")
+    assert Text.__name__ == "TrlDesktopEnv_workstation_xterm_text"  # TRL's reward column, not "TrlDesktopEnv"
+    assert TrlDesktopEnv.configure(images=False, apps=["/usr/bin/xterm -geometry 80x24"], desktop="fake") is Text
+    assert pickle.loads(pickle.dumps(Text)) is Text and pickle.loads(pickle.dumps(TrlDesktopEnv)) is TrlDesktopEnv
+    with pytest.raises(ConfigError, match="images"):
+        TrlDesktopEnv.configure(images="yes")
+    both = TrlDesktopEnv.configure(serve={"tasks": "apps", "size": (800, 600)}, desktop="fake").config["serve"]
+    assert both == {"tasks": "apps", "size": (800, 600), "desktop": "fake"}
+    Again = pickle.loads(pickle.dumps(AsyncTrlDesktopEnv.configure("Again", tools=("key",), desktop="fake")))
+    assert Again.__name__ == "Again" and issubclass(Again, AsyncTrlDesktopEnv) and Again.click is None
+
+    factories = {**environment_factories(terminal={"tools": ("type_text", "key"), "images": False,
+                                                   "desktop": "fake", "max_sessions": 1}),
+                 "text": Text.configure("Smaller", max_sessions=1)}
+    worker = subprocess.run([sys.executable, "-c", WORKER_SCRIPT], input=pickle.dumps(factories),
+                            capture_output=True, timeout=240)
+    assert worker.returncode == 0, worker.stderr.decode(errors="replace")[-3000:]
+    seen = json.loads(worker.stdout.decode().strip().splitlines()[-1])
+    assert seen["terminal"]["name"] == "TrlDesktopEnv_terminal" and not seen["terminal"]["has_click"]
+    assert seen["text"]["name"] == "Smaller" and seen["text"]["has_click"]
+    assert seen["text"]["config"]["apps"] == ["/usr/bin/xterm -geometry 80x24"]
+    assert seen["text"]["config"]["max_sessions"] == 1 and seen["text"]["config"]["serve"] == {"desktop": "fake"}
+    for got in seen.values():
+        assert got["first"].strip() == "type something" and got["typed"].startswith("typed")
+        assert got["mcp_url"] and got["mcp_url"].startswith("http://127.0.0.1:")
+    # each desktop said where it is, once
+    printed = worker.stderr.decode(errors="replace")
+    assert printed.count("tools (MCP): http://127.0.0.1:") == 2, printed[-3000:]
+
+
+@pytest.mark.fake
+def test_a_rollout_left_unfinished_is_reclaimed_at_the_idle_deadline_and_the_instance_goes_on():
+    """TRL never closes an environment: a rollout cut off mid-episode (or a trainer slower than the deadline
+    between batches) leaves a session that only the server's idle deadline ends. The instance's next reset
+    then starts on a new session instead of failing for good."""
+    import httpx
+
+    from hci_envs.trl import TrlDesktopEnv, _server, close_all
+
+    Idle = TrlDesktopEnv.configure("Idle", images=False, desktop="fake", max_sessions=2, idle_timeout=1.0)
+    try:
+        env = Idle()
+        env.reset(instruction="type something")
+        env.type_text(text="half a rollout")
+        server = _server(Idle.config)
+        control = {"Authorization": f"Bearer {server.control_token}"}
+
+        def sessions() -> list[str]:
+            return [s["session_id"] for s in httpx.get(f"{server.url}/sessions", headers=control).json()
+                    if s["kind"] != "default"]
+
+        first = sessions()
+        assert len(first) == 1 and first[0] in env.mcp_url
+        deadline = time.monotonic() + 60
+        while sessions() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sessions() == []  # reclaimed: no desktop leaked
+        assert env.reset(instruction="again").strip() == "again"
+        assert env.type_text(text="a whole rollout").startswith("typed")
+        assert len(sessions()) == 1 and sessions() != first and sessions()[0] in env.mcp_url
+    finally:
+        close_all()
+
+
+@pytest.mark.fake
+def test_the_environment_can_own_the_data_drawing_each_group_a_task_of_a_split(tmp_path):
+    """TRL's dataset-less mode: every row is an empty placeholder prompt, and ``reset()`` gives the prompt. With
+    ``split`` configured, each group of rollouts (``group_size``, else the trainer's num_generations) gets the
+    split's next task, in turn; rows that name a split and index get that task."""
+    from hci_envs.errors import ConfigError, TaskNotFoundError
+    from hci_envs.trl import TrlDesktopEnv, close_all
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"id": f"t{n}", "instruction": f"Write {n} into answer.txt.",
+                                         "checker": {"type": "file", "path": "answer.txt", "equals": f"{n}\n"}})
+                             + "\n" for n in range(3)))
+    placeholder = {"prompt": [{"role": "user", "content": ""}]}  # what TRL passes without a dataset
+    Owned = TrlDesktopEnv.configure("Owned", images=False, desktop="fake", max_sessions=2, tasks=str(tasks),
+                                    split="all", group_size=2)
+    try:
+        first, second = Owned(), Owned()
+        prompts = [env.reset(**placeholder) for env in (first, second) * 4]
+        assert prompts == [f"Write {n} into answer.txt." for n in (0, 0, 1, 1, 2, 2, 0, 0)]
+        assert first.get_reward() == 0.0  # scored as the task drawn, on the server
+        # a dataset built from the task API: rows name a split and an index (and a prompt that says it all)
+        named = first.reset(split="all", index=2, prompt=[{"role": "user", "content": "Write 2 into answer.txt."}])
+        assert named is None and first._task == "t2"
+        with pytest.raises(TaskNotFoundError, match="no split named 'train'"):
+            TrlDesktopEnv.configure("Wrong", images=False, desktop="fake", tasks=str(tasks), split="train")() \
+                .reset(**placeholder)
+        with pytest.raises(ConfigError, match="group_size"):
+            TrlDesktopEnv.configure(group_size=0)
     finally:
         close_all()
 

@@ -41,8 +41,8 @@ RUNTIME_APT = [
     "xvfb", "xauth", "openbox", "x11vnc", "novnc", "xterm", "python3-tk", "python3-venv",
     "fonts-dejavu-core", "fonts-noto-cjk", "fonts-noto-color-emoji", "x11-utils", "dbus-daemon", "at-spi2-core",
     # OSWorld's agents and task files call `python` (the pyautogui code of /mcp/osworld and its guest API), and
-    # pyautogui's screenshots are scrot's
-    "python-is-python3", "scrot",
+    # pyautogui's screenshots are scrot's; OSWorld's set-ups open files with xdg-open
+    "python-is-python3", "scrot", "xdg-utils",
 ]
 #: What the tests and benchmarks need on top: a browser for the noVNC page, the baseline tools of the
 #: computer-use demo (xdotool, scrot, ImageMagick), debootstrap for the offline base image, the real apps of

@@ -104,7 +104,15 @@ class HciServer:
         server's suite or a task spec), with ``seed`` and ``episode_id``."""
         options = dict(options)
         task_ref = options.pop("task", None)
-        if task_ref is not None:
+        split, index = options.pop("split", None), options.pop("index", None)
+        if split is not None or index is not None:  # OpenEnv's task API: a task by its place in a split
+            if task_ref is not None:
+                raise ConfigError("reset takes a task or a split and index, not both", field="task")
+            if split is None or index is None:
+                raise ConfigError("reset by position takes both split and index", field="split" if split is None
+                                  else "index")
+            options["task"] = await anyio.to_thread.run_sync(self.task_suite.from_split, split, index)
+        elif task_ref is not None:
             options["task"] = await anyio.to_thread.run_sync(self.task_suite.resolve, task_ref)
         return await session.run_control(session.env.reset, **options)
 

@@ -376,6 +376,10 @@ class GuestApi:
             full = self.expand(desktop, path)
             exists, _, _ = self.run(desktop, ["test", "-e", full], timeout=10)
             if exists == 0:
+                opener, _, _ = self.run(desktop, ["/bin/sh", "-c", "command -v xdg-open"], timeout=10)
+                if opener != 0:  # else the spawn's FileNotFoundError would answer a bare 500
+                    raise GuestError(500, "xdg-open is not installed on this desktop (Debian's xdg-utils): OSWorld's "
+                                          f"open step opens files with it, so {full} cannot be opened")
                 argv = ["xdg-open", full]
                 base = posixpath.basename(full)
                 names = {base, posixpath.splitext(base)[0]}

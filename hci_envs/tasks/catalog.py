@@ -31,6 +31,7 @@ class TaskSuite:
     def __init__(self, source: str | Path | None) -> None:
         self.source = source
         self._tasks: dict[str, Any] | None = None
+        self._splits: Any = None
         self._lock = threading.Lock()
 
     def tasks(self) -> dict[str, Any]:
@@ -49,6 +50,27 @@ class TaskSuite:
                 else:
                     self._tasks = {t.id: t for t in load_tasks(self.source or BUILTIN)}
             return self._tasks
+
+    def splits(self) -> Any:
+        """The catalog as OpenEnv's task API shows it (:mod:`hci_envs.tasks.splits`)."""
+        from .splits import TaskSplits
+
+        with self._lock:
+            made = self._splits
+        if made is None:
+            templates = None
+            if str(self.source) == APPS_SUITE:
+                from .suite import templates as suite_templates
+
+                templates = list(suite_templates())
+            made = TaskSplits(list(self.tasks().values()), templates)
+            with self._lock:
+                self._splits = made
+        return made
+
+    def from_split(self, split: Any, index: Any) -> Any:
+        """The TaskSpec at ``index`` of ``split`` (a reset's ``split`` and ``index``)."""
+        return self.resolve(self.splits().task_id(split, index))
 
     def resolve(self, ref: Any) -> Any:
         """A TaskSpec from an id of this suite, a task spec object, or the JSON text of one."""
