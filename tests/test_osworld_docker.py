@@ -84,3 +84,16 @@ def test_the_gate_wants_its_secret_and_the_relay_its_owner(osworld_image):
             proc.stdin.flush()
             proc.wait(120)
     assert proc.returncode == 0, proc.stderr.read()[-3000:]
+
+
+@pytest.mark.timeout(1500)  # a pass over every task, each in a fresh container desktop (the report gives the times)
+def test_every_task_scores_zero_untouched_and_one_solved_in_a_container(osworld_image, tmp_path):
+    """The whole OSWorld-format set, as in tests/test_osworld_harness.py, with the desktop in a container of the
+    osworld image: its set-up steps (office documents opened by xdg-open, scripts run from the home), getters
+    and metrics through the relay and the gate."""
+    from test_osworld_harness import SOLUTIONS, run_harness, task_files
+
+    run = run_harness(tmp_path, solutions=True, placement="docker", score_untouched=True)
+    assert len(run["tasks"]) == len(task_files())
+    assert {t["id"]: t["untouched_score"] for t in run["tasks"]} == {t["id"]: 0.0 for t in run["tasks"]}
+    assert {t["id"]: t["score"] for t in run["tasks"]} == {t: 1.0 for t in SOLUTIONS}

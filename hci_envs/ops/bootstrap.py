@@ -41,19 +41,20 @@ RUNTIME_APT = [
     "xvfb", "xauth", "openbox", "x11vnc", "novnc", "xterm", "python3-tk", "python3-venv",
     "fonts-dejavu-core", "fonts-noto-cjk", "fonts-noto-color-emoji", "x11-utils", "dbus-daemon", "at-spi2-core",
     # OSWorld's agents and task files call `python` (the pyautogui code of /mcp/osworld and its guest API), and
-    # pyautogui's screenshots are scrot's; OSWorld's set-ups open files with xdg-open
-    "python-is-python3", "scrot", "xdg-utils",
+    # pyautogui's screenshots are scrot's; OSWorld's set-ups open files with xdg-open, which without a file's
+    # MIME type (File::MimeInfo's mimetype) hands every file to the web browser
+    "python-is-python3", "scrot", "xdg-utils", "libfile-mimeinfo-perl",
 ]
 #: What the tests and benchmarks need on top: a browser for the noVNC page, the baseline tools of the
 #: computer-use demo (xdotool, scrot, ImageMagick), debootstrap for the offline base image, the real apps of
 #: the task suite and of the OSWorld-format tasks (a text editor, an office suite with its GTK front end, slides
 #: included, a file manager, a calculator, a media player, an image editor), xhost (the containment tests open
-#: a display), GTK's Python bindings (the accessibility tests' GTK window) and pyatspi (the accessibility
-#: benchmark's baseline walk).
+#: a display), GTK's Python bindings (the accessibility tests' GTK window), pyatspi (the accessibility
+#: benchmark's baseline walk), and the command-line tools the OSWorld-format terminal tasks use.
 TEST_APT = ["chromium", "mousepad", "xdotool", "scrot", "imagemagick", "debootstrap", "ca-certificates",
             "x11-xserver-utils", "libreoffice-writer", "libreoffice-calc", "libreoffice-impress",
             "libreoffice-gtk3", "vlc", "gimp", "pcmanfm", "galculator", "python3-gi", "gir1.2-gtk-3.0",
-            "python3-pyatspi"]
+            "python3-pyatspi", "zip", "unzip", "file", "sqlite3"]
 #: Agent accounts created by default: one per live session (a server's --max-sessions must not exceed it).
 AGENT_ACCOUNTS = 64
 #: Every agent account bears this name (see hci_envs.sandbox.accounts): useradd makes them as NAME-N, then they are

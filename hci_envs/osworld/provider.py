@@ -37,6 +37,8 @@ OSWORLD_IMAGE = "hci-envs/osworld:latest"
 GATE_PORT = 5001
 #: Where that image keeps OSWorld's home template (hci_envs.osworld.home, written at the image's build).
 IMAGE_HOME_TEMPLATE = "/opt/hci-envs/osworld-home"
+#: The container's /tmp, where the homes are: as DockerProvider's, but programs in it may run (exec).
+OSWORLD_TMPFS = "rw,exec,nosuid,nodev,size=1g,mode=1777"
 PLACEMENTS = ("local", "docker")
 
 
@@ -131,8 +133,11 @@ class HciEnvsProvider:
                    "--no-spare", "--home-template", IMAGE_HOME_TEMPLATE]
         if self.home_view is not None:
             command += ["--home-view", self.home_view]
+        # The homes are on the container's /tmp: OSWorld's tasks run scripts from theirs (~/bin/...), which
+        # Docker's default tmpfs (noexec) would refuse, as a VM's home never does
+        options = {"tmpfs": {"/tmp": OSWORLD_TMPFS}, **self.docker_options}
         server = DockerProvider(self.image, control_token=self._control_token, command=command,
-                                env_vars={"HCI_ENVS_OSWORLD_TOKEN": secret}, publish=(GATE_PORT,), **self.docker_options)
+                                env_vars={"HCI_ENVS_OSWORLD_TOKEN": secret}, publish=(GATE_PORT,), **options)
         try:
             server.start(timeout=self.start_timeout)
             self._relay = tunnel.relay(("127.0.0.1", server.host_port(GATE_PORT)), secret).start()
