@@ -32,6 +32,7 @@ import copyreg
 import inspect
 import io
 import json
+import re
 import secrets
 import sys
 import threading
@@ -240,11 +241,15 @@ def _configured(base: type[TrlDesktopEnv], name: str, config: dict[str, Any],
 def _variant_name(base: type, config: dict[str, Any]) -> str:
     """A configured variant's own name (TRL names its reward column after it): the base's, the environment's,
     the apps' and "text" for a text-only one, e.g. ``TrlDesktopEnv_workstation_mousepad_text``."""
-    parts = [base.__name__, str(config["env"]).replace(":", "_").replace(".", "_").replace("/", "_")]
-    parts += [str(app).split()[0].rsplit("/", 1)[-1] for app in config.get("apps") or ()]
+    def program(app: Any) -> str:  # an app is a command line, an argv, or a start state's {"command": ...}
+        command = app.get("command", "") if isinstance(app, dict) else app
+        first = command[0] if isinstance(command, (list, tuple)) and command else str(command).split(" ")[0]
+        return str(first).rsplit("/", 1)[-1]
+
+    parts = [base.__name__, str(config["env"]), *(program(app) for app in config.get("apps") or ())]
     if config.get("images") is False:
         parts.append("text")
-    return "_".join(p for p in parts if p)
+    return "_".join(re.sub(r"[^A-Za-z0-9]+", "_", part).strip("_") for part in parts if part)
 
 
 # -- the environment ---------------------------------------------------------------------------------------

@@ -276,6 +276,8 @@ def test_configured_variants_have_their_own_names_and_reach_a_spawned_worker_as_
     Text = TrlDesktopEnv.configure(images=False, apps=["/usr/bin/xterm -geometry 80x24"], desktop="fake")
     assert Text.__name__ == "TrlDesktopEnv_workstation_xterm_text"  # TRL's reward column, not "TrlDesktopEnv"
     assert TrlDesktopEnv.configure(images=False, apps=["/usr/bin/xterm -geometry 80x24"], desktop="fake") is Text
+    assert TrlDesktopEnv.configure(env="my_envs.py:Editor", apps=[{"command": ["/usr/bin/mousepad", "a.txt"]}],
+                                   desktop="fake").__name__ == "TrlDesktopEnv_my_envs_py_Editor_mousepad"
     assert pickle.loads(pickle.dumps(Text)) is Text and pickle.loads(pickle.dumps(TrlDesktopEnv)) is TrlDesktopEnv
     with pytest.raises(ConfigError, match="images"):
         TrlDesktopEnv.configure(images="yes")
