@@ -26,11 +26,11 @@ class SplitRequest(BaseModel):
     split: str
 
 
-class TaskRequest(SplitRequest):
+class TaskIndexRequest(SplitRequest):
     index: int
 
 
-class RangeRequest(SplitRequest):
+class TaskRangeRequest(SplitRequest):
     start: int | None = None
     stop: int | None = None
 
@@ -83,7 +83,7 @@ async def num_tasks(env_name: str, request: SplitRequest = Body(...),
 
 
 @router.post("/{env_name}/task")
-async def task(env_name: str, request: TaskRequest = Body(...),
+async def task(env_name: str, request: TaskIndexRequest = Body(...),
                server: HciServer = Depends(get_server)) -> dict[str, Any]:
     _check(server, env_name)
     suite = server.task_suite
@@ -91,7 +91,7 @@ async def task(env_name: str, request: TaskRequest = Body(...),
 
 
 @router.post("/{env_name}/task_range")
-async def task_range(env_name: str, request: RangeRequest = Body(...),
+async def task_range(env_name: str, request: TaskRangeRequest = Body(...),
                      server: HciServer = Depends(get_server)) -> dict[str, Any]:
     _check(server, env_name)
     suite = server.task_suite
