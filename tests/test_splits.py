@@ -38,14 +38,14 @@ def test_the_suite_has_train_at_fresh_seeds_test_at_its_own_and_a_split_per_app(
 
 def test_a_split_shows_what_the_agent_may_read_never_the_answers(apps):
     splits = apps.splits()
-    task = splits.task("train", 5, apps.resolve)
+    task = splits.task("train", 5)
     assert set(task) <= {"id", "split", "index", "instruction", "app", "template", "seed", "max_steps",
                          "time_limit", "tags"}
     assert task["index"] == 5 and task["split"] == "train" and task["instruction"]
-    listing = splits.tasks("test", apps.resolve, start=-3)
+    listing = splits.tasks("test", start=-3)
     assert [t["index"] for t in listing] == [len(apps.tasks()) - 3 + n for n in range(3)]
-    assert len(splits.tasks("train", apps.resolve, start=10, stop=10 + LISTING_LIMIT + 50)) == LISTING_LIMIT
-    assert splits.tasks("test", apps.resolve, start=5, stop=2) == []
+    assert len(splits.tasks("train", start=10, stop=10 + LISTING_LIMIT + 50)) == LISTING_LIMIT
+    assert splits.tasks("test", start=5, stop=2) == []
 
 
 def test_bad_splits_and_positions_are_clear_errors(apps):
@@ -56,7 +56,7 @@ def test_bad_splits_and_positions_are_clear_errors(apps):
         with pytest.raises(ConfigError, match="index"):
             splits.task_id("test", bad)
     with pytest.raises(ConfigError, match="start"):
-        splits.tasks("test", apps.resolve, start="0")
+        splits.tasks("test", start="0")
 
 
 def test_a_task_file_has_all_and_a_split_per_app_only(tmp_path):

@@ -70,8 +70,7 @@ async def splits(env_name: str, server: HciServer = Depends(get_server)) -> list
 async def tasks(env_name: str, request: SplitRequest = Body(...),
                 server: HciServer = Depends(get_server)) -> dict[str, Any]:
     _check(server, env_name)
-    suite = server.task_suite
-    listed = await _in_thread(lambda: suite.splits().tasks(request.split, suite.resolve))
+    listed = await _in_thread(lambda: server.task_suite.splits().tasks(request.split))
     return {"tasks": listed, "env_name": env_names(server)[0]}
 
 
@@ -86,15 +85,12 @@ async def num_tasks(env_name: str, request: SplitRequest = Body(...),
 async def task(env_name: str, request: TaskIndexRequest = Body(...),
                server: HciServer = Depends(get_server)) -> dict[str, Any]:
     _check(server, env_name)
-    suite = server.task_suite
-    return {"task": await _in_thread(lambda: suite.splits().task(request.split, request.index, suite.resolve))}
+    return {"task": await _in_thread(lambda: server.task_suite.splits().task(request.split, request.index))}
 
 
 @router.post("/{env_name}/task_range")
 async def task_range(env_name: str, request: TaskRangeRequest = Body(...),
                      server: HciServer = Depends(get_server)) -> dict[str, Any]:
     _check(server, env_name)
-    suite = server.task_suite
-    listed = await _in_thread(lambda: suite.splits().tasks(request.split, suite.resolve, request.start,
-                                                            request.stop))
+    listed = await _in_thread(lambda: server.task_suite.splits().tasks(request.split, request.start, request.stop))
     return {"tasks": listed}

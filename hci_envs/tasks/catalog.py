@@ -63,7 +63,7 @@ class TaskSuite:
                 from .suite import templates as suite_templates
 
                 templates = list(suite_templates())
-            made = TaskSplits(list(self.tasks().values()), templates)
+            made = TaskSplits(list(self.tasks().values()), self.resolve, templates)
             with self._lock:
                 self._splits = made
         return made

@@ -18,7 +18,7 @@ seed, and its limits), never its checker: the answers stay on the server.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,11 +49,14 @@ def public(task: Any, split: str, index: int) -> dict[str, Any]:
 
 
 class TaskSplits:
-    """The splits of one catalog: ``tasks`` (the catalog's TaskSpecs, in order) and, for the real-application
-    suite, its ``templates`` (ids, in order) to make training tasks from."""
+    """The splits of one catalog: ``tasks`` (the catalog's TaskSpecs, in order), ``resolve`` (the catalog's: a
+    TaskSpec of an id) and, for the real-application suite, its ``templates`` (ids, in order) to make training
+    tasks from."""
 
-    def __init__(self, tasks: Sequence[Any], templates: Sequence[str] | None = None) -> None:
+    def __init__(self, tasks: Sequence[Any], resolve: Callable[[str], Any],
+                 templates: Sequence[str] | None = None) -> None:
         self._tasks = list(tasks)
+        self._resolve = resolve
         self._templates = list(templates or ())
         self._by_split: dict[str, list[Any]] = {"all": self._tasks}
         for task in self._tasks:
@@ -76,27 +79,29 @@ class TaskSplits:
 
     def task_id(self, split: str, index: Any) -> str:
         """The id of the task at ``index`` of ``split`` (what a reset resolves)."""
+        return self._id_at(split, self._index(split, index))
+
+    def task(self, split: str, index: Any) -> dict[str, Any]:
+        """The task at ``index`` of ``split``, as a split shows it."""
         index = self._index(split, index)
+        if split == "train" and self._templates:
+            return public(self._resolve(self._id_at(split, index)), split, index)
+        return public(self._listed(split)[index], split, index)
+
+    def tasks(self, split: str, start: Any = None, stop: Any = None) -> list[dict[str, Any]]:
+        """Tasks ``[start, stop)`` of ``split`` (slice bounds: negative from the end, clipped), at most
+        :data:`LISTING_LIMIT` of them."""
+        first, last, _ = slice(_bound(start, "start"), _bound(stop, "stop")).indices(self.count(split))
+        last = min(last, first + LISTING_LIMIT)
+        return [self.task(split, n) for n in range(first, max(first, last))]
+
+    # -- helpers ----------------------------------------------------------------------------------------
+    def _id_at(self, split: str, index: int) -> str:
         if split == "train" and self._templates:
             template = self._templates[index % len(self._templates)]
             return f"{template}.{TRAIN_SEEDS[index // len(self._templates)]}"
         return self._listed(split)[index].id
 
-    def task(self, split: str, index: Any, resolve: Any) -> dict[str, Any]:
-        """The task at ``index`` of ``split``, as a split shows it; ``resolve`` makes a TaskSpec of an id."""
-        index = self._index(split, index)
-        if split == "train" and self._templates:
-            return public(resolve(self.task_id(split, index)), split, index)
-        return public(self._listed(split)[index], split, index)
-
-    def tasks(self, split: str, resolve: Any, start: Any = None, stop: Any = None) -> list[dict[str, Any]]:
-        """Tasks ``[start, stop)`` of ``split`` (slice bounds: negative from the end, clipped), at most
-        :data:`LISTING_LIMIT` of them."""
-        first, last, _ = slice(_bound(start, "start"), _bound(stop, "stop")).indices(self.count(split))
-        last = min(last, first + LISTING_LIMIT)
-        return [self.task(split, n, resolve) for n in range(first, max(first, last))]
-
-    # -- helpers ----------------------------------------------------------------------------------------
     def _listed(self, split: str) -> list[Any]:
         if not isinstance(split, str) or split not in self._by_split:
             names = ", ".join(s.name for s in self.splits())
