@@ -7,10 +7,11 @@ Run in OSWorld's environment (desktop-env beside hci-envs' light install; the se
 1. ``DesktopEnv.reset(task)`` on a used desktop (OSWorld's revert: a reset of the session, a spare desktop swapped
    in) against the cold path (a new DesktopEnv: a server and its desktop started, then the same reset).
 2. A pyautogui click and its observation (``DesktopEnv.step(code, pause=0)``: OSWorld's /execute, then
-   /screenshot) against OSWorld's own guest server on an Xvfb display of the same size, when its main.py can
-   be fetched (from GitHub, at run time: it is not in this repository) and run here; otherwise against the floor
-   of our own guest API, the same two requests with the code ``pass`` (a Python started as the agent, and a
-   screenshot).
+   /screenshot) against OSWorld's own guest server on an Xvfb display of the same size, when its main.py is
+   at hand (OSWORLD_SERVER_DIR: their checkout's desktop_env/server; else fetched from GitHub at run time: it
+   is not in this repository) and runs here (OSWORLD_SERVER_PYTHON: a Python with its requirements and the
+   system's pyatspi); otherwise against the floor of our own guest API, the same two requests with the code
+   ``pass`` (a Python started as the agent, and a screenshot).
 3. What OSWorld's browser getters pay for each DevTools connection (Playwright's ``connect_over_cdp``, the pages
    listed, the connection closed): through the guest API's port and the agent's relay to chromium's pipe,
    against the same on a headless chromium's own DevTools port (the floor: nothing relayed).
@@ -138,11 +139,15 @@ def containers(report: Report, cache: str, n: int, rounds: int = 3) -> None:
 
 
 def _execute_and_shoot(base: str, code: str) -> None:
+    """What DesktopEnv.step(code, pause=0) asks a guest server: /execute of the code, then /screenshot. A command
+    that did not run is an error: a baseline that clicks nothing measures nothing."""
     body = json.dumps({"command": ["python", "-c", "import pyautogui; import time; pyautogui.FAILSAFE = False; "
                                    + code], "shell": False}).encode()
     request = urllib.request.Request(base + "/execute", data=body, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=60) as response:
-        response.read()
+        answer = json.loads(response.read())
+    if answer.get("returncode") != 0:
+        raise RuntimeError(f"/execute of {code!r} failed: {answer}")
     with urllib.request.urlopen(base + "/screenshot", timeout=60) as response:
         response.read()
 
@@ -156,25 +161,56 @@ def floor_steps(base: str, n: int) -> list[float]:
     return samples
 
 
-def osworld_server_steps(n: int) -> tuple[list[float] | None, str]:
-    """The same click and screenshot against OSWorld's own server (fetched now) on an Xvfb of the same size, or
-    (None, why it could not run)."""
-    work = Path(tempfile.mkdtemp(prefix="osworld-server-"))
+#: OSWorld's server as a module (its own ``__main__`` runs Flask's debug reloader, which re-runs sys.argv), its
+#: app served on one port; ``subprocess.CREATE_NO_WINDOW`` is a Windows flag its /execute passes on every system,
+#: 0 (no flag) elsewhere.
+_RUN_OSWORLD_SERVER = """import subprocess, sys
+subprocess.CREATE_NO_WINDOW = getattr(subprocess, "CREATE_NO_WINDOW", 0)
+sys.path.insert(0, sys.argv[1])
+import main
+main.app.run(host="127.0.0.1", port=int(sys.argv[2]), debug=False, threaded=True)
+"""
+
+
+def _osworld_server_source(work: Path) -> tuple[Path | None, str]:
+    """A folder with OSWorld's main.py and pyxcursor.py: OSWORLD_SERVER_DIR (their checkout's
+    desktop_env/server), else fetched now from GitHub into ``work``; or (None, why not)."""
+    given = os.environ.get("OSWORLD_SERVER_DIR")
+    if given:
+        folder = Path(given)
+        missing = [name for name in ("main.py", "pyxcursor.py") if not (folder / name).is_file()]
+        return (None, f"not measured: {folder} lacks {', '.join(missing)}") if missing else (folder, "")
     try:
-        with urllib.request.urlopen(OSWORLD_SERVER, timeout=20) as response:
-            (work / "main.py").write_bytes(response.read())
+        for name in ("main.py", "pyxcursor.py"):
+            with urllib.request.urlopen(OSWORLD_SERVER.rsplit("/", 1)[0] + "/" + name, timeout=20) as response:
+                (work / name).write_bytes(response.read())
     except OSError as exc:
-        return None, f"not measured: its main.py could not be fetched ({exc})"
-    display = ":87"
+        return None, (f"not measured: OSWorld's server could not be fetched ({exc}); set OSWORLD_SERVER_DIR to "
+                      "their checkout's desktop_env/server")
+    return work, ""
+
+
+def osworld_server_steps(n: int) -> tuple[list[float] | None, str]:
+    """The same click and screenshot against OSWorld's own server on an Xvfb of the same size, or (None, why it
+    could not run). Its Python is OSWORLD_SERVER_PYTHON (an environment with its requirements: flask, pyautogui,
+    python-xlib, lxml, pillow, requests, and pyatspi from the system), by default this one; the code it runs is
+    `python` on the PATH of that Python's folder first."""
+    work = Path(tempfile.mkdtemp(prefix="osworld-server-"))
+    folder, why = _osworld_server_source(work)
+    if folder is None:
+        return None, why
+    python = os.environ.get("OSWORLD_SERVER_PYTHON", sys.executable)
+    display, port = ":87", 5087
     xvfb = subprocess.Popen(["Xvfb", display, "-screen", "0", f"{SIZE[0]}x{SIZE[1]}x24", "-nolisten", "tcp"])
     server = None
     try:
         time.sleep(1.0)
-        env = {**os.environ, "DISPLAY": display}
-        server = subprocess.Popen([sys.executable, str(work / "main.py")], cwd=work, env=env,
+        env = {**os.environ, "DISPLAY": display, "PATH": f"{Path(python).parent}:{os.environ.get('PATH', '')}",
+               "XDG_SESSION_TYPE": "x11"}
+        server = subprocess.Popen([python, "-c", _RUN_OSWORLD_SERVER, str(folder), str(port)], cwd=work, env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        base = "http://127.0.0.1:5000"
-        deadline = time.monotonic() + 30
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
         while True:
             try:
                 urllib.request.urlopen(base + "/platform", timeout=2).read()
@@ -184,6 +220,7 @@ def osworld_server_steps(n: int) -> tuple[list[float] | None, str]:
                     error = server.stderr.read().decode(errors="replace")[-300:] if server.poll() is not None else ""
                     return None, f"not measured: OSWorld's server did not start here ({error.strip()})"
                 time.sleep(0.3)
+        _execute_and_shoot(base, CLICK)  # the first: Python's and pyautogui's caches warmed, as ours are
         samples = []
         for _ in range(n):
             start = time.perf_counter()

@@ -16,6 +16,10 @@ from .errors import ConfigError, MissingDependencyError
 RECORDERS = "hci_envs.recorders"
 CLI = "hci_envs.cli"
 ENVIRONMENTS = "hci_envs.environments"
+#: Services of the server's that environments no server serves start for themselves (OSWorld's guest API).
+SERVICES = "hci_envs.services"
+#: The environment a server serves when none is named (``serve --env``, HCI_ENVS_ENV).
+DEFAULT_ENV = "desktop"
 
 
 def load(group: str, name: str) -> Any:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import need
+from conftest import need, need_programs
 from helpers import PROBE, McpClient, agent_writable_dir, descendants, frozen, processes_named, wait_until
 
 from hci_envs import AsyncHciEnvClient, HciEnvClient
@@ -400,6 +400,31 @@ def test_desktops_as_containers_through_the_docker_provider(cluster):
         (replacement,) = containers()
         assert replacement.id != container.id, "the dead actor's container went too (the replacement reaped it)"
     assert not containers(), "the pool's container is gone"
+
+
+@pytest.mark.ray
+def test_a_pool_runs_osworld_tasks_with_osworlds_reward(cluster, tmp_path):
+    """OSWorld's task files served by the pool's desktops (``tasks="osworld:PATH"``): a claim resets into one, its
+    set-up and its evaluator run by OSWorld's harness on the desktop's node, the reward OSWorld's own."""
+    need_programs("xterm")
+    need(os.geteuid() == 0, "root: OSWorld's tasks see the home at /home/user")
+    harness = Path(__file__).resolve().parents[1] / ".venv-osworld" / "bin" / "python"
+    need(harness.exists(), f"OSWorld's environment ({harness}: `python3 -m hci_envs install --test`)")
+    folder = tmp_path / "osworld" / "examples" / "os"
+    folder.mkdir(parents=True)
+    shutil.copy(Path(__file__).with_name("osworld_tasks") / "examples" / "os" / "answer-in-a-file.json", folder)
+    with DesktopPool(env="desktop", size=1, tasks=f"osworld:{folder.parents[1]}", claim_timeout=120.0) as pool:
+        env = pool.claim()
+        try:
+            first = env.reset(task="answer-in-a-file")
+            assert "forty-two" in (first.observation.text or "")
+            assert env.score()["score"] == 0.0  # nothing done
+            env.reset(task="answer-in-a-file")
+            env.step({"type": "type_text", "text": "echo forty-two > ~/Desktop/answer.txt\n"})
+            solved = env.score()
+            assert solved["score"] == 1.0 and "check_include_exclude" in " ".join(solved["details"]), solved
+        finally:
+            pool.release(env)
 
 
 @pytest.mark.ray

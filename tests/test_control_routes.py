@@ -39,6 +39,8 @@ def test_http_reset_step_state_and_step_forms(fresh_probe):
         x, y = probe.center("button")
         step = http.post("/step", json={"action": {"type": "click", "x": x, "y": y}}).json()
         assert step["observation"]["text"] == f"clicked left at ({x}, {y})"
+        # a number on every step, as OpenEnv's wire has it (the task's reward is /score's); none at a reset
+        assert obs["reward"] is None and step["reward"] == 0.0
         probe.wait_for(lambda s: s["clicks"] == 1, what="the click from /step")
         # a tool call, and a list of actions answered by one observation
         step = http.post("/step", json={"action": {"tool": "click", "arguments": {"x": x, "y": y}}}).json()

@@ -329,6 +329,49 @@ def test_vlc_s_http_interface_answers_the_owner_through_the_guest_api_behind_a_p
     assert other.status_code == 503 and "not the agent's" in other.json()["message"], other.text
 
 
+def test_gnome_terminal_starts_stops_and_reads_as_osworlds_tasks_expect(guest):
+    """gnome-terminal as OSWorld's set-ups start it (a shell string, returning at once), the window class and
+    process name its checks and post-set-ups look for, and /terminal giving the focused terminal's text."""
+    execute(guest, ["mkdir", "-p", "/home/user/Documents"])
+    started = time.monotonic()
+    answer = execute(guest, "gnome-terminal --maximize --working-directory=/home/user/Documents", shell=True)
+    assert answer["returncode"] == 0 and time.monotonic() - started < 30, answer
+    waited = guest.post("/setup/execute_with_verification", json={
+        "command": ["true"], "verification": {"command_success": "xdotool search --onlyvisible --class Gnome-terminal"},
+        "max_wait_time": 60, "check_interval": 0.5})
+    assert waited.status_code == 200, waited.text
+    assert guest.post("/setup/activate_window", json={"window_name": "Terminal"}).status_code == 200
+    typed = ("import pyautogui; pyautogui.FAILSAFE = False; "
+             "pyautogui.typewrite('pwd; echo $((6 * 7))', interval=0.01); pyautogui.press('enter')")
+    execute(guest, ["python", "-c", typed])
+    deadline = time.monotonic() + 30
+    while "42" not in ((output := guest.get("/terminal").json()["output"]) or ""):
+        assert time.monotonic() < deadline, output
+        time.sleep(0.3)
+    assert "/home/user/Documents\n" in output and "\x1b" not in output, output
+    assert guest.post("/setup/close_window", json={"window_name": "nothing-of-that-name"}).status_code in (200, 404)
+    execute(guest, ["killall", "gnome-terminal-server"])  # OSWorld's post-set-ups end the terminal so
+    deadline = time.monotonic() + 30
+    while execute(guest, "xdotool search --onlyvisible --class Gnome-terminal", shell=True)["returncode"] == 0:
+        assert time.monotonic() < deadline, "killall gnome-terminal-server left the terminal"
+        time.sleep(0.3)
+    assert guest.get("/terminal").json() == {"output": None, "status": "success"}  # no terminal has the focus
+
+
+def test_the_wallpaper_is_gnomes_background_setting(guest):
+    picture = bytes(range(256)) * 64
+    assert guest.post("/setup/upload", data={"file_path": "~/Pictures/sea.png"},
+                      files={"file_data": ("sea.png", picture)}).status_code == 200
+    changed = guest.post("/setup/change_wallpaper", json={"path": "~/Pictures/sea.png"})
+    assert changed.status_code == 200, changed.text
+    setting = execute(guest, ["gsettings", "get", "org.gnome.desktop.background", "picture-uri"])["output"]
+    assert setting.strip() == "'file:///home/user/Pictures/sea.png'"
+    assert guest.post("/wallpaper").content == picture
+    missing = guest.post("/setup/change_wallpaper", json={"path": "~/Pictures/none.png"})
+    assert missing.status_code == 404 and "none.png" in missing.json()["message"]
+    assert guest.post("/setup/change_wallpaper", json={}).status_code == 400
+
+
 def test_what_the_harness_does_is_undone_by_the_next_reset(guest):
     """OSWorld's revert is a reset: what the harness started or wrote through the API counts as a used desktop."""
     tag = f"{os.getpid()}{len(guest.headers)}"

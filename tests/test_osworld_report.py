@@ -86,11 +86,51 @@ def test_what_a_task_needs_is_said_before_it_runs(tmp_path):
     assert "sudo" in unsupported(sudo_setup, nothing_installed) and "sudo" in unsupported(sudo_check, nothing_installed)
     assert unsupported({"config": [{"type": "execute", "parameters": {"command": "echo pseudo sudoku"}}]},
                        nothing_installed) is None
+    # what the desktops do not run, named in any command: the set-up's, the post-set-up's, the getters'
+    time_zone = {"evaluator": {"func": "is_utc_0",
+                               "result": {"type": "vm_command_line", "command": "timedatectl status"}}}
+    dock = {"config": [{"type": "execute", "parameters": {"command": "gsettings set org.gnome.shell favorite-apps []",
+                                                          "shell": True}}]}
+    volume = {"evaluator": {"postconfig": [{"type": "execute", "parameters": {"command": ["sh", "-c", "pactl list"]}}]}}
+    assert "systemd" in unsupported(time_zone, nothing_installed)
+    assert "GNOME Shell" in unsupported(dock, nothing_installed)
+    assert "PulseAudio" in unsupported(volume, nothing_installed)
+    assert unsupported({"evaluator": {"result": {"type": "vm_command_line",
+                                                 "command": "gsettings get org.gnome.shell-extensions-not x"}}},
+                       nothing_installed) is not None  # GNOME Shell's other schemas too
 
     cache = tmp_path / "cache"
     why = missing_downloads(OFFLINE, cache, lambda url: "connection refused")
     assert UNREACHABLE in why and str(cache_path(cache, "offline", UNREACHABLE, "/home/user/report.xlsx")) in why
     assert missing_downloads(OFFLINE, cache, lambda url: None) is None  # reachable: the harness fetches it
+    # the evaluator's post-set-up downloads from the same cache before its getters run
+    later = {"id": "later", "config": [], "evaluator": {"postconfig": [{"type": "download", "parameters": {
+        "files": [{"url": UNREACHABLE, "path": "/home/user/eval.sh"}]}}]}}
+    why = missing_downloads(later, cache, lambda url: "connection refused")
+    assert why and str(cache_path(cache, "later", UNREACHABLE, "/home/user/eval.sh")) in why
+    assert missing_downloads({**later, "evaluator": {}}, cache, lambda url: "connection refused") is None
+    history = {"id": "history", "config": [{"type": "update_browse_history", "parameters": {"history": []}}]}
+    assert "history_new.sqlite" in missing_downloads(history, cache, lambda url: "no network")
+    (cache / "history").mkdir(parents=True)
+    (cache / "history" / "history_new.sqlite").write_bytes(b"SQLite format 3\0")
+    assert missing_downloads(history, cache, lambda url: "no network") is None
+
+    # a start state made of web pages is not OSWorld's when they cannot be reached: such a task is not run
+    from hci_envs.osworld.report import unreachable_pages
+
+    tabs = {"config": [{"type": "chrome_open_tabs", "parameters": {"urls_to_open": ["https://shop.example/"]}},
+                       {"type": "launch", "parameters": {"command": ["google-chrome", "https://news.example/"]}}]}
+    asked: list[str] = []
+
+    def offline(url: str) -> str:
+        asked.append(url)
+        return "Name or service not known"
+
+    why = unreachable_pages(tabs, offline)
+    assert why and "needs the network" in why and "https://shop.example/" in why and asked == ["https://shop.example/"]
+    assert unreachable_pages(tabs, lambda url: None) is None
+    local = {"config": [{"type": "chrome_open_tabs", "parameters": {"urls_to_open": ["file:///home/user/a.html"]}}]}
+    assert unreachable_pages(local, offline) is None
     (tmp_path / "test_all.json").write_text(json.dumps({"os": ["not-there"]}))
     from hci_envs.errors import ConfigError
 

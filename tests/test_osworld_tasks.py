@@ -20,8 +20,8 @@ TASKS = HERE / "osworld_tasks"
 
 @pytest.mark.fake
 def test_osworld_task_files_load_as_task_specs(tmp_path):
-    from hci_envs.errors import EnvironmentStateError, TaskFormatError
-    from hci_envs.tasks.osworld import HOME_VIEW, load, run_setup
+    from hci_envs.errors import TaskFormatError
+    from hci_envs.tasks.osworld import HOME_VIEW, load
 
     specs = {t.id: t for t in load(TASKS)}
     on_disk = {p.stem for p in (TASKS / "examples").rglob("*.json")}
@@ -37,14 +37,15 @@ def test_osworld_task_files_load_as_task_specs(tmp_path):
     with pytest.raises(TaskFormatError, match="not an OSWorld task"):
         load(tmp_path)
 
-    class Hooks:
-        osworld_guest_url = None
+    # a server's guest API, where there is one, is the one the harness is sent to: none is started beside it
+    from hci_envs.env.assembly import EnvironmentHooks
+    from hci_envs.tasks.osworld import guest_url
 
     class Env:
-        hooks = Hooks()
+        hooks = EnvironmentHooks(osworld_guest_url="http://127.0.0.1:5000")
+        tasks = None  # no environment of its own to start a guest API over
 
-    with pytest.raises(EnvironmentStateError, match="--osworld-port"):
-        run_setup(Env(), task, [])
+    assert guest_url(Env()) == "http://127.0.0.1:5000"
 
 
 @pytest.mark.osworld
@@ -114,3 +115,44 @@ def test_serve_runs_osworld_tasks_with_osworlds_reward(x11, tmp_path):
                 httpx.get(f"{guest}/platform", timeout=10)
     finally:
         server.stop()
+
+
+def _one_task_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "tasks" / "examples" / "os"
+    folder.mkdir(parents=True)
+    shutil.copy(TASKS / "examples" / "os" / "answer-in-a-file.json", folder)
+    return tmp_path / "tasks"
+
+
+def _harness_python() -> str:
+    python = os.environ.get("HCI_ENVS_OSWORLD_PYTHON") or str(HERE.parent / ".venv-osworld" / "bin" / "python")
+    need(Path(python).exists(), f"OSWorld's environment ({python})")
+    return python
+
+
+@pytest.mark.osworld
+def test_world_runs_osworld_tasks_in_process_on_a_guest_api_of_its_own(x11, tmp_path, monkeypatch):
+    """No server: World's environment gets OSWorld's guest API on a loopback port of its own at its first OSWorld
+    task, OSWorld's evaluator scores what the agent did with our own actions, and the API goes with the world."""
+    need_programs("xterm")
+    need(os.geteuid() == 0, "root: OSWorld's tasks see the home at /home/user")
+    monkeypatch.setenv("HCI_ENVS_OSWORLD_PYTHON", _harness_python())
+    monkeypatch.setenv("HCI_ENVS_OSWORLD_CACHE", str(tmp_path / "cache"))
+    from hci_envs.tasks import World
+    from hci_envs.tasks.osworld import load
+
+    def solver(obs, context):
+        if context.step == 0:
+            return {"type": "type_text", "text": "echo forty-two > ~/Desktop/answer.txt\n"}
+        return None
+
+    with World(load(_one_task_folder(tmp_path), width=1280, height=800), env_name="desktop") as world:
+        nothing = world.run(lambda obs, context: None, progress=False).results[0]
+        assert nothing.error is None and nothing.score == 0.0, nothing
+        solved = world.run(solver, progress=False).results[0]
+        assert solved.error is None and solved.score == 1.0 and solved.success, solved
+        assert "check_include_exclude" in " ".join(solved.details)
+        guest = world.env.session_info["osworld_guest_url"]
+        assert httpx.get(f"{guest}/platform", timeout=30).text == "Linux"
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{guest}/platform", timeout=10)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import need_programs
@@ -46,6 +47,23 @@ def test_oracle_solves_every_task_and_the_report_shows_each_screen(world, tmp_pa
 def test_doing_nothing_scores_zero_everywhere(world):
     report = world.run(NoopAgent(), progress=False)
     assert [r.score for r in report.results] == [0.0] * len(world.tasks)
+
+
+@pytest.mark.apps
+def test_the_canaries_openenv_is_told_of_score_zero(world):
+    """images/openenv/canaries.json (the manifest's canaries): every built-in task, untouched and with trivial
+    input, scores 0 (the untouched ones are the test above's)."""
+    data = json.loads((Path(__file__).resolve().parents[1] / "images" / "openenv" / "canaries.json").read_text())
+    assert data["catalog"] == "builtin" and data["max_reward"] == 0.0
+    assert sorted({c["task"] for c in data["canaries"]}) == sorted(t.id for t in world.tasks)
+    assert {c["task"] for c in data["canaries"] if not c["actions"]} == {t.id for t in world.tasks}
+    plans = {c["task"]: c["actions"] for c in data["canaries"] if c["actions"]}
+
+    def trivial(obs, context):
+        return plans[context.task.id] if context.step == 0 else None
+
+    report = world.run(trivial, tasks=[world.task(task) for task in plans], progress=False)
+    assert [(r.task, r.score, r.error) for r in report.results] == [(task, 0.0, None) for task in plans]
 
 
 @pytest.mark.apps

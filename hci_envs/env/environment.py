@@ -61,6 +61,13 @@ def image_data(image: Any) -> ImageData:
     )
 
 
+#: The reward of every step: 0. A task's reward is its checker's, asked for on the control plane (``score()``,
+#: POST /score, TRL's ``get_reward``) when the trainer wants it: a step never runs the checker, which reads the
+#: answers and takes time, and what a step returns reaches the agent. OpenEnv's wire carries a number on
+#: every step (its validator grades that), so the number is 0, not null; a reset's reward is null.
+STEP_REWARD = 0.0
+
+
 class Environment(EnvironmentTools):
     """Base of every environment: owns one desktop per episode and the tools of its traits.
 
@@ -407,7 +414,13 @@ class Environment(EnvironmentTools):
         """Run one action and observe. ``action`` is one item of :mod:`hci_envs.env.steps` (a canonical action,
         a tool call, OpenEnv's call_tool / list_tools, CodeAct code) or a list of them run in order. With
         ``timeout_s``, the step keeps to that many seconds: waits are cut short and commands get at most the
-        time left; the observation then carries a TIMEOUT error."""
+        time left; the observation then carries a TIMEOUT error. Its reward is :data:`STEP_REWARD`."""
+        obs = self._step(action, timeout_s)
+        if obs.reward is None:
+            obs.reward = STEP_REWARD
+        return obs
+
+    def _step(self, action: Any, timeout_s: float | None) -> Observation:
         with self._lock, deadline.deadline(timeout_s):
             self.episode.require_steppable()
             items = action if isinstance(action, list) else [action]

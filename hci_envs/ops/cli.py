@@ -16,7 +16,7 @@ from typing import Any
 from .. import plugins
 from ..errors import ConfigError, HciEnvsError
 
-DEFAULT_ENV = "desktop"
+DEFAULT_ENV = plugins.DEFAULT_ENV
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -330,9 +330,45 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base", help="the base image for hci-envs/base (default: the debootstrap one)")
     p.add_argument("--for-tests", action="store_true", help="also the images the test suite runs")
 
+    p = sub.add_parser("manifest", help="OpenEnv's manifest (openenv.yaml) of what a server would serve")
+    p.add_argument("--env", help="the environment (default: HCI_ENVS_ENV, else serve's)")
+    p.add_argument("--tasks", help="the task catalog, as serve --tasks (default: HCI_ENVS_TASKS, else built-in)")
+    p.add_argument("--image", default="base", help="the image kind whose resources to declare (base, editor, "
+                                                     "apps, osworld)")
+
+    p = sub.add_parser("validate", help="run OpenEnv's validator on this checkout, an image or a server")
+    p.add_argument("target", nargs="?", help="a running server's URL (default: this checkout)")
+    p.add_argument("--image", help="validate this image instead (built by `hci-envs image build`)")
+    p.add_argument("--level", default="semantic", choices=("static", "runtime", "semantic"),
+                   help="the validator's level (default: every level it implements)")
+
     for register in plugins.load_all(plugins.CLI):  # commands of other packages (recorders: record, replay)
         register(sub, command)
     return parser
+
+
+@command("manifest")
+def _manifest(args: argparse.Namespace) -> int:
+    from .manifest import text
+
+    print(text(env=args.env, tasks=args.tasks, image=args.image), end="")
+    return 0
+
+
+@command("validate")
+def _validate(args: argparse.Namespace) -> int:
+    from .openenv_check import VERDICTS, validate
+
+    what = args.target or args.image or "this checkout"
+    print(f"hci-envs: OpenEnv's validator on {what} (level {args.level}; an image's runtime level builds and runs "
+          "it: a minute or more)", file=sys.stderr, flush=True)
+    code, report, output = validate(args.target, image=args.image, level=args.level)
+    print(output)
+    verdict = report.get("verdict") or VERDICTS.get(code, f"exit code {code}")
+    skipped = [r["check_id"] for r in report.get("results", []) if r.get("status") == "skip"]
+    print(f"hci-envs: verdict: {verdict}" + (f" ({len(skipped)} checks skipped by the validator: see above)"
+                                              if skipped else ""), file=sys.stderr)
+    return code
 
 
 def _version() -> str:

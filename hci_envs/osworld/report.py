@@ -14,6 +14,7 @@ reachable is reported with its URL and the cache path it was looked for at.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -40,16 +41,34 @@ UNSUPPORTED_SETUP = {
 #: Getters that talk to a port the desktops do not serve yet, or to services outside them.
 UNSUPPORTED_GETTERS = {
     "googledrive_file": "reads Google Drive",
+    # VLC is the only video player installed here, so it is the default before the agent acts; OSWorld's machine
+    # has GNOME's Videos (Totem) as its default
+    "default_video_player": "asks which video player is the default, which is VLC here before the agent acts "
+                            "(the only one installed; OSWorld's machine has GNOME's Videos)",
 }
 #: Programs a task's set-up starts, and what it takes to have them. google-chrome is on the agent's PATH
-#: wherever chromium is (hci_envs.tools.osworld_chrome), its DevTools on the guest API's port; socat, which
+#: wherever chromium is (hci_envs.tools.osworld_chrome), its DevTools on the guest API's port, and gnome-terminal
+#: wherever xterm is (hci_envs.tools.osworld_terminal); socat, which
 #: OSWorld's tasks start to forward the DevTools port, is not needed for that (the guest API skips it).
 PROGRAMS = {"google-chrome": "chromium (which google-chrome starts)",
             "code": "VS Code, which Debian does not ship", "thunderbird": "Thunderbird", "gimp": "GIMP",
             "vlc": "VLC", "nautilus": "nautilus (GNOME's file manager)", "gnome-terminal": "GNOME's terminal"}
 #: What must be installed for a program a task starts, where that is another program.
-STANDS_IN = {"google-chrome": "chromium"}
+STANDS_IN = {"google-chrome": "chromium", "gnome-terminal": "xterm"}
 REACH_TIMEOUT = 10.0
+#: The empty browser history OSWorld's update_browse_history set-up fills, fetched into the task's cache by its
+#: harness when it is not there.
+HISTORY_URL = ("https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main/chrome/"
+               "44ee5668-ecd5-4366-a6ce-c1c9b8d4e938/history_empty.sqlite?download=true")
+#: What a command names that these desktops do not have, and why: found in any command of the task (its set-up,
+#: its evaluator's post-set-up and getters). The desktops run no init system, no GNOME Shell and no sound server.
+NEEDS_IN_COMMANDS = (
+    (re.compile(r"\b(?:timedatectl|hostnamectl|localectl|systemctl|loginctl)\b"),
+     "needs systemd (timedatectl, loginctl, ...): these desktops run no init system or login manager"),
+    (re.compile(r"\borg\.gnome\.shell\b"),
+     "needs GNOME Shell's settings (org.gnome.shell: the dock's favourite apps), which these desktops do not run"),
+    (re.compile(r"\b(?:pactl|pulseaudio)\b"), "needs a PulseAudio sound server, which these desktops do not run"),
+)
 #: A command that changes user with sudo (OSWorld's tasks type its password): the agent's processes run with
 #: no_new_privs, so no privilege is ever gained on these desktops.
 _SUDO = re.compile(r"(?:^|[\s;&|(`'\"])sudo(?:\s|$)")
@@ -145,11 +164,16 @@ def unsupported(task: dict[str, Any], have: Callable[[str], bool]) -> str | None
     if task.get("proxy"):
         return UNSUPPORTED_SETUP["proxy"]
     evaluator = task.get("evaluator") or {}
-    commands = [(step.get("parameters") or {}).get("command") for step in task.get("config") or []]
+    steps = [*(task.get("config") or []), *(evaluator.get("postconfig") or [])]
+    commands = [(step.get("parameters") or {}).get("command") for step in steps]
     commands += [getter.get("command") for getter in _getters(evaluator)]
-    if any(_SUDO.search(" ".join(c) if isinstance(c, list) else c) for c in commands
-           if isinstance(c, str) or (isinstance(c, list) and all(isinstance(a, str) for a in c))):
+    texts = [" ".join(c) if isinstance(c, list) else c for c in commands
+             if isinstance(c, str) or (isinstance(c, list) and all(isinstance(a, str) for a in c))]
+    if any(_SUDO.search(text) for text in texts):
         return NEEDS_SUDO
+    for pattern, reason in NEEDS_IN_COMMANDS:
+        if any(pattern.search(text) for text in texts):
+            return reason
     for getter in _getters(evaluator):
         kind = getter["type"]
         if kind in UNSUPPORTED_GETTERS:
@@ -159,13 +183,17 @@ def unsupported(task: dict[str, Any], have: Callable[[str], bool]) -> str | None
 
 def missing_downloads(task: dict[str, Any], cache_dir: str | Path,
                       reachable: Callable[[str], str | None]) -> str | None:
-    """The first file the task downloads (in its set-up, or its evaluator's cloud files) that is neither in the
-    cache nor reachable, said with its URL and the cache path; None if every one is there or reachable."""
+    """The first file the task downloads (in its set-up, its evaluator's post-set-up, or its evaluator's cloud
+    files) that is neither in the cache nor reachable, said with its URL and the cache path; None if every one is
+    there or reachable."""
     wanted: list[tuple[str, Path]] = []
-    for step in task.get("config") or []:
+    # the evaluator's post-set-up downloads too: OSWorld's harness runs them before its getters, from the same cache
+    for step in [*(task.get("config") or []), *((task.get("evaluator") or {}).get("postconfig") or [])]:
         if step.get("type") == "download":
             for item in (step.get("parameters") or {}).get("files", []):
                 wanted.append((item["url"], cache_path(cache_dir, task["id"], item["url"], item["path"])))
+        if step.get("type") == "update_browse_history":  # the empty history it fills, from OSWorld's file cache
+            wanted.append((HISTORY_URL, Path(cache_dir) / task["id"] / "history_new.sqlite"))
     for getter in _getters(task.get("evaluator") or {}):
         if getter["type"] == "cloud_file":
             urls = getter["path"] if isinstance(getter.get("path"), list) else [getter.get("path")]
@@ -177,6 +205,27 @@ def missing_downloads(task: dict[str, Any], cache_dir: str | Path,
         problem = reachable(url)
         if problem is not None:
             return f"{url} is not in the cache (looked for {path}) and cannot be fetched: {problem}"
+    return None
+
+
+def unreachable_pages(task: dict[str, Any], reachable: Callable[[str], str | None]) -> str | None:
+    """The first web page the task's set-up opens (its browser's tabs, a URL a program is started with) that
+    cannot be reached from here, said with why: without it the task does not start as on OSWorld's machine (a
+    site's cookies that were never set are "deleted" before the agent acts), so it is not run."""
+    pages: list[str] = []
+    for step in task.get("config") or []:
+        parameters = step.get("parameters") or {}
+        if step.get("type") == "chrome_open_tabs":
+            pages += [url for url in parameters.get("urls_to_open") or []
+                      if isinstance(url, str) and url.startswith(("http://", "https://"))]
+        elif step.get("type") in ("launch", "execute", "command"):
+            command = parameters.get("command")
+            words = command.split() if isinstance(command, str) else command if isinstance(command, list) else []
+            pages += [word for word in words if isinstance(word, str) and word.startswith(("http://", "https://"))]
+    for url in dict.fromkeys(pages):
+        problem = reachable(url)
+        if problem is not None:
+            return f"needs the network: its set-up opens {url}, which cannot be reached from here ({problem})"
     return None
 
 
@@ -208,6 +257,7 @@ def run_report(folder: str | Path, *, solutions: dict[str, list[Any]] | None = N
 
     tasks = find_tasks(folder, domain)
     solutions = solutions or {}
+    reachable = functools.lru_cache(maxsize=None)(reachable)  # a site is asked once per run
     report = Report()
     own = env is None
     started = time.monotonic()
@@ -217,6 +267,8 @@ def run_report(folder: str | Path, *, solutions: dict[str, list[Any]] | None = N
             row = TaskReport(id=str(task.get("id", path.stem)), domain=name)
             report.tasks.append(row)
             row.unsupported = unsupported(task, lambda program: shutil.which(program) is not None)
+            if row.unsupported is None:
+                row.unsupported = unreachable_pages(task, reachable)
             if row.unsupported is None:
                 row.why = missing_downloads(task, cache_dir, reachable)
                 if row.why is not None:

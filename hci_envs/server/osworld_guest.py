@@ -19,6 +19,7 @@ import re
 import shlex
 import subprocess
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -46,6 +47,8 @@ GUEST_CALLS = 4
 MAX_TIMEOUT = 3600.0
 #: The most a file read or upload may hold in memory.
 MAX_FILE = 256 * 1024 * 1024
+#: GNOME's background, as OSWorld's server sets and reads it.
+WALLPAPER_KEY = ("org.gnome.desktop.background", "picture-uri")
 
 Handler = Callable[[Request], Awaitable[Response]]
 log = logging.getLogger(__name__)
@@ -141,10 +144,13 @@ class GuestApi:
         return JSONResponse({"AT": await self._call(read, changes=False)})
 
     async def terminal(self, request: Request) -> Response:
-        # OSWorld reads a focused gnome-terminal through its accessibility tree; our terminals do not expose
-        # their text, so there is no output to give (the harness also uses this route as its liveness probe).
-        await self._session()
-        return JSONResponse({"output": None, "status": "success"})
+        # The focused GNOME terminal's text (OSWorld's reads it from the accessibility tree), here from the log of
+        # the terminal its gnome-terminal starts (tools.osworld_terminal); null when no such terminal has the
+        # focus, as on OSWorld's machine (the harness also uses this route as its liveness probe).
+        from ..tools.osworld_terminal import terminal_text
+
+        output = await self._call(lambda desktop: terminal_text(desktop, _read_as_agent), changes=False)
+        return JSONResponse({"output": output, "status": "success"})
 
     async def execute(self, request: Request) -> Response:
         body = await _json(request)
@@ -368,6 +374,36 @@ class GuestApi:
 
         return JSONResponse({"directory_tree": await self._call(walk, changes=False)})
 
+    async def change_wallpaper(self, request: Request) -> Response:
+        # GNOME's background setting, as OSWorld's server sets it (gsettings, in the agent's settings: see
+        # tools.osworld_profile.agent_env). Nothing draws it: the window manager has no background.
+        body = await _json(request)
+        path = _text(body.get("path"), "path", missing="Missing 'path' parameter")
+
+        def change(desktop: Any) -> None:
+            full = self.expand(desktop, path)
+            if self.run(desktop, ["test", "-f", full], timeout=10)[0] != 0:
+                raise GuestError(404, f"File not found: {full}")
+            code, _, err = self.run(desktop, ["gsettings", "set", *WALLPAPER_KEY, f"file://{full}"], timeout=30)
+            if code != 0:
+                raise GuestError(500, f"gsettings: {err.decode('utf-8', 'replace').strip()}")
+
+        await self._call(change)
+        return Response("Wallpaper changed successfully")
+
+    async def wallpaper(self, request: Request) -> Response:
+        def read(desktop: Any) -> bytes:
+            code, out, err = self.run(desktop, ["gsettings", "get", *WALLPAPER_KEY], timeout=30)
+            if code != 0:
+                raise GuestError(500, f"gsettings: {err.decode('utf-8', 'replace').strip()}")
+            uri = out.decode("utf-8", "replace").strip().strip("'")
+            path = urllib.parse.unquote(uri.removeprefix("file://"))
+            if not path.startswith("/"):
+                raise GuestError(404, f"the wallpaper is not a file ({uri!r})")
+            return _read_as_agent(desktop, path)
+
+        return Response(await self._call(read, changes=False), media_type="application/octet-stream")
+
     async def open_file(self, request: Request) -> Response:
         body = await _json(request)
         path = _text(body.get("path"), "path", missing="path is required")
@@ -511,6 +547,8 @@ class GuestApi:
             ("/desktop_path", self.desktop_path, post),
             ("/list_directory", self.list_directory, post),
             ("/setup/open_file", self.open_file, post),
+            ("/setup/change_wallpaper", self.change_wallpaper, post),
+            ("/wallpaper", self.wallpaper, post),
             ("/setup/activate_window", self.activate_window, post),
             ("/setup/close_window", self.close_window, post),
             ("/run_python", self.run_python, post),
@@ -527,8 +565,6 @@ class GuestApi:
 
 #: Routes of OSWorld's guest server not served yet, and why.
 _UNSUPPORTED = {
-    "/wallpaper": "the desktop has no GNOME background setting (gsettings)",
-    "/setup/change_wallpaper": "the desktop has no GNOME background setting (gsettings)",
     "/start_recording": "record episodes with hci-envs' recorder (POST /recording) instead",
     "/end_recording": "record episodes with hci-envs' recorder (POST /recording) instead",
     "/setup/download_file": "downloads go through the harness's cache (the download set-up step)",
@@ -723,7 +759,8 @@ def guest_app(find: Callable[[], Any]) -> Any:
 class SessionGuest:
     """OSWorld's guest API for one session beside the default one, on a loopback port of its own (OSWorld's
     harness addresses a desktop by host and port only), served on the server's event loop from the session's
-    start to its close, to the same owner as ``--osworld-port``."""
+    start to its close, to the same owner as ``--osworld-port``. :meth:`in_own_thread` serves an environment
+    that no server serves (``World``'s, or a session of a server started without ``--osworld-port``)."""
 
     def __init__(self, session: Any, owner: int) -> None:
         import asyncio
@@ -732,6 +769,7 @@ class SessionGuest:
         import uvicorn
 
         self._loop = asyncio.get_running_loop()
+        self._thread: Any = None  # the thread running the loop, when the loop is this guest's own
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind(("127.0.0.1", 0))  # connections wait in the backlog until the server below takes them
@@ -745,6 +783,28 @@ class SessionGuest:
         # startup() and shutdown() only: serve() would take the process's signals from the main server
         self._server.lifespan = config.lifespan_class(config)
         self._started = self._loop.create_task(self._server.startup(sockets=[self._socket]))
+
+    @classmethod
+    def in_own_thread(cls, env: Any, owner: int) -> SessionGuest:
+        """The API over ``env`` (an environment, not a server's session), served from an event loop of its own
+        in a thread of its own, until :meth:`close`."""
+        import asyncio
+        import threading
+
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name="hci-envs-osworld-guest", daemon=True)
+        thread.start()
+
+        async def make() -> SessionGuest:
+            return cls(_Unserved(env), owner)
+
+        try:
+            guest = asyncio.run_coroutine_threadsafe(make(), loop).result(timeout=30)
+        except BaseException:
+            loop.call_soon_threadsafe(loop.stop)
+            raise
+        guest._thread = thread
+        return guest
 
     @property
     def url(self) -> str:
@@ -764,7 +824,26 @@ class SessionGuest:
             pass
         finally:
             self._socket.close()
+            if self._thread is not None:
+                self._loop.call_soon_threadsafe(self._loop.stop)
+                self._thread.join(timeout=10)
+                if not self._thread.is_alive():
+                    self._loop.close()
 
+
+class _Unserved:
+    """An environment with no server around it, as the guest API sees a session: always started (its resets
+    are its owner's), closed when the environment is."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+
+    @property
+    def closed(self) -> bool:
+        return bool(getattr(self.env, "closed", False))
+
+    async def ensure_started(self) -> None:
+        return None
 
 
 class OwnerGuard:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import os
 import shutil
 import sys
@@ -22,6 +23,8 @@ from typing import Any
 
 from ..errors import EnvironmentStateError
 from ..protocol import Observation
+
+log = logging.getLogger(__name__)
 
 
 class TaskManager:
@@ -34,6 +37,8 @@ class TaskManager:
         self.own_start_state: Any = None
         self._templates: Path | None = None
         self._lock = threading.Lock()
+        #: What a task started for the environment's life (OSWorld's guest API over it), stopped with it.
+        self.on_close: list[Any] = []
 
     # -- the world of a task ---------------------------------------------------------------------------
     def start_state(self, task: Any) -> dict[str, Any]:
@@ -130,6 +135,11 @@ class TaskManager:
         return result
 
     def close(self) -> None:
+        while self.on_close:
+            try:
+                self.on_close.pop()()
+            except Exception:  # noqa: BLE001 - one service that fails to stop leaves the others to stop
+                log.exception("stopping a task's service failed")
         if self._templates is not None:
             shutil.rmtree(self._templates, ignore_errors=True)
             self._templates = None

@@ -1,8 +1,9 @@
 """OSWorld's task files as hci-envs tasks: ``load(PATH)`` reads their ``evaluation_examples`` layout (or any folder
 of them) into task specs whose set-up is the task's own config and whose checker is the task's own evaluator
 (OSWorld's getters and metrics), both run by OSWorld's harness (``desktop-env``, in its own environment) against
-the session's guest API. ``serve --tasks osworld:PATH --osworld-port PORT`` serves them; a reset into one runs
-its set-up, ``score`` runs its evaluator and gives OSWorld's reward.
+the session's guest API. ``serve --tasks osworld:PATH`` serves them, and ``World`` and ``DesktopPool`` run them;
+a reset into one runs its set-up, ``score`` runs its evaluator and gives OSWorld's reward. The guest API is the
+server's (``--osworld-port``) where there is one, else the environment's own (:func:`guest_url`).
 
 The harness runs as a child process of the server (``python -m hci_envs.osworld.bridge`` on
 ``HCI_ENVS_OSWORLD_PYTHON``, by default the checkout's .venv-osworld); downloads go through OSWorld's cache layout
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -63,14 +65,25 @@ Terminal=false
 """
 
 
+#: GNOME's settings where OSWorld's machine differs from GNOME's defaults, as the keyfile that gsettings keeps
+#: them in on these desktops (tools.osworld_profile.agent_env): its screen never locks (a task asks the agent to
+#: turn the lock on, which is already on by GNOME's default).
+GNOME_SETTINGS = "[org/gnome/desktop/screensaver]\nlock-enabled=false\n"
+#: VLC's settings as an installation started once leaves them: its first-run question (privacy and network
+#: access) answered, every other option at its default. OSWorld's VLC getter reads this file and fails without it.
+VLC_SETTINGS = "###\n###  vlc 3.0 (written once, at the first start)\n###\n\n[qt]\nqt-privacy-ask=0\n"
+
+
 def home_files() -> dict[str, str]:
     """The home OSWorld's tasks start from, as files: LibreOffice as an installation started once (its default
-    profile; no first-run dialog or tip to catch a solution's first keys), and the apps files open in
-    (:data:`MIME_DEFAULTS`)."""
+    profile; no first-run dialog or tip to catch a solution's first keys), the apps files open in
+    (:data:`MIME_DEFAULTS`), GNOME's settings as OSWorld's machine has them (:data:`GNOME_SETTINGS`) and VLC as an
+    installation started once (:data:`VLC_SETTINGS`)."""
     from .suite.apps import LIBREOFFICE_STARTED_ONCE, libreoffice_profile
 
     defaults = "[Default Applications]\n" + "".join(f"{kind}={app}\n" for kind, app in MIME_DEFAULTS.items())
     return {**libreoffice_profile(LIBREOFFICE_PROFILE, LIBREOFFICE_STARTED_ONCE), ".config/mimeapps.list": defaults,
+            ".config/glib-2.0/settings/keyfile": GNOME_SETTINGS, ".config/vlc/vlcrc": VLC_SETTINGS,
             ".local/share/applications/google-chrome.desktop": GOOGLE_CHROME_ENTRY}
 
 
@@ -105,12 +118,27 @@ def harness_python() -> str:
     return path
 
 
+_GUEST_LOCK = threading.Lock()
+
+
+def guest_url(env: Any) -> str:
+    """Where OSWorld's guest API serves ``env``'s desktop: the server's (``serve --osworld-port``, or a session's
+    own port), else one of the environment's own, started now on a loopback port, answering only this process's
+    user (OSWorld's harness runs as its child) and closed with the environment's tasks."""
+    from .. import plugins
+
+    hooks = env.hooks
+    with _GUEST_LOCK:
+        if hooks.osworld_guest_url is None:
+            guest = plugins.load(plugins.SERVICES, "osworld-guest")(env, os.getuid())  # the server's, a floor up
+            env.tasks.on_close.append(guest.close)
+            hooks.osworld_guest_url = guest.url
+            hooks.info["osworld_guest_url"] = guest.url
+        return hooks.osworld_guest_url
+
+
 def _bridge(env: Any, command: str, task: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    url = getattr(env.hooks, "osworld_guest_url", None)
-    if url is None:
-        raise EnvironmentStateError("OSWorld's tasks run on a session OSWorld's guest API serves: the default "
-                                    "session of `serve --osworld-port PORT`")
-    request = {"command": command, "url": url, "task": task,
+    request = {"command": command, "url": guest_url(env), "task": task,
                "cache_dir": os.environ.get("HCI_ENVS_OSWORLD_CACHE", "osworld-cache"), **extra}
     # The harness parses what the agent left (spreadsheets, documents, media): none of the server's secrets in
     # its environment.

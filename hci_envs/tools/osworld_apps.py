@@ -1,6 +1,7 @@
 """The programs OSWorld's tasks start by name, as the agent finds them: ``google-chrome`` (chromium with its
-DevTools relayed, :mod:`.osworld_chrome`) and ``vlc`` (VLC with its HTTP interface behind a password of its own,
-:mod:`.osworld_vlc`), first on the PATH of everything the OSWorld side starts (:func:`with_osworld_apps`)."""
+DevTools relayed, :mod:`.osworld_chrome`), ``vlc`` (VLC with its HTTP interface behind a password of its own,
+:mod:`.osworld_vlc`) and ``gnome-terminal`` (xterm as GNOME's terminal, :mod:`.osworld_terminal`), first on the
+PATH of everything the OSWorld side starts (:func:`with_osworld_apps`)."""
 
 from __future__ import annotations
 
@@ -18,14 +19,17 @@ PREPARED_BIN_ENV = "HCI_ENVS_OSWORLD_BIN"
 
 def write_programs(folder: str | Path) -> Path:
     """Write the programs' files into ``folder`` (made if missing), readable and runnable by all."""
-    from . import osworld_chrome, osworld_vlc
+    from . import osworld_chrome, osworld_terminal, osworld_vlc
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    for name, text in {**osworld_chrome.shims(), **osworld_vlc.shims()}.items():
+    for name, text in {**osworld_chrome.shims(), **osworld_vlc.shims(), **osworld_terminal.shims()}.items():
         path = folder / name
         path.write_text(text)
         path.chmod(0o755)
+    for name, target in osworld_terminal.links().items():
+        (folder / name).unlink(missing_ok=True)
+        (folder / name).symlink_to(target)
     folder.chmod(0o755)
     return folder
 

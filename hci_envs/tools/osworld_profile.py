@@ -60,8 +60,8 @@ def agent_env(desktop: Any) -> dict[str, str]:
     # an X11 session, as OSWorld's Ubuntu says: pyautogui's screenshots (pyscreeze) take scrot only then
     env["XDG_SESSION_TYPE"] = "x11"
     # GNOME's settings as gsettings reads and writes them (OSWorld's os tasks and their checks): the agent's side
-    # has no session bus for dconf, so they are kept in the home's .config/glib-2.0/settings/keyfile, which the
-    # next episode's home starts without
+    # has no session bus for dconf, so they are kept in the home's .config/glib-2.0/settings/keyfile, which each
+    # episode's home starts with as OSWorld's machine has it (tasks.osworld.GNOME_SETTINGS)
     env["GSETTINGS_BACKEND"] = "keyfile"
     site = guest_site()
     if site is not None:

@@ -24,4 +24,13 @@ if [ "$(id -u)" = 0 ]; then
     echo "hci-envs: the container lacks the capabilities to isolate agents; running without them" >&2
     exec setpriv --reuid hci --regid hci --init-groups -- /usr/bin/tini -- "$@"
 fi
+# Started as another user (--user, as OpenEnv's validator starts images: uid 65532, the image's nonroot
+# account), perhaps on a read-only root: the home, the runtime folder and the episodes go where that user may
+# write, a folder of its own under /tmp.
+if [ ! -w "$HOME" ]; then
+    mine=$(mktemp -d /tmp/hci-envs-home.XXXXXX)
+    export HOME="$mine" USER="$(id -un 2>/dev/null || id -u)" LOGNAME="$(id -un 2>/dev/null || id -u)"
+    export XDG_RUNTIME_DIR="$mine/.run" HCI_ENVS_EPISODES_DIR="$mine/episodes"
+    mkdir -m 0700 "$XDG_RUNTIME_DIR"
+fi
 exec /usr/bin/tini -- "$@"

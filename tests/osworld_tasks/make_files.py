@@ -167,6 +167,17 @@ def png_arrow(width: int = 160, height: int = 100) -> bytes:
     return out.getvalue()
 
 
+def png_scene(ground: tuple[int, int, int], sun: tuple[int, int, int], width: int = 320, height: int = 200) -> bytes:
+    """A plain picture: a ground colour with a disc of another, for wallpapers that a comparison tells apart."""
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", (width, height), ground)
+    ImageDraw.Draw(image).ellipse([width - 110, 20, width - 30, 100], fill=sun)
+    out = io.BytesIO()
+    image.save(out, "PNG")
+    return out.getvalue()
+
+
 # -- the tasks' files -------------------------------------------------------------------------------------------
 def make(m: Maker) -> None:
     # os: shout-the-notes (upload_file; the expected file goes to the VM too)
@@ -285,6 +296,12 @@ def make(m: Maker) -> None:
     arrow = png_arrow()
     m.upload("arrow.png", arrow)
     m.cloud("mirror-the-arrow", "arrow_original.png", arrow)
+
+    # os: sky-for-a-wallpaper (change_wallpaper, vm_wallpaper; the expected picture from the cache)
+    sky = png_scene((150, 200, 245), (255, 220, 60))
+    m.upload("sea.png", png_scene((20, 60, 140), (240, 240, 240)))
+    m.upload("sky.png", sky)
+    m.cloud("sky-for-a-wallpaper", "sky_expected.png", sky)
 
 
 def main() -> None:
