@@ -79,7 +79,18 @@ def _decode(raw: str | bytes) -> dict[str, Any]:
     return message
 
 
-def _control_reply(response: Any) -> dict[str, Any]:
+#: The task API's environment name every server answers to (besides its class's): OpenEnv's ``/{env_name}/...``.
+TASK_API = "/hci-envs"
+
+
+def _task_range(split: str, start: int | None, stop: int | None) -> tuple[str, dict[str, Any]]:
+    """The task API's route and body for a listing of ``split`` (a range where ``start`` or ``stop`` is given)."""
+    if start is None and stop is None:
+        return f"{TASK_API}/tasks", {"split": split}
+    return f"{TASK_API}/task_range", {"split": split, "start": start, "stop": stop}
+
+
+def _control_reply(response: Any) -> Any:
     try:
         body = response.json()
     except ValueError:
@@ -88,8 +99,8 @@ def _control_reply(response: Any) -> dict[str, Any]:
         detail = body.get("error") if isinstance(body, dict) and isinstance(body.get("error"), dict) else {
             "code": None, "message": f"HTTP {response.status_code}: {response.text[:200]}"}
         raise error_from_dict(detail)
-    if not isinstance(body, dict):
-        raise TransportError(f"the server answered {response.request.url.path} with something other than a JSON object")
+    if not isinstance(body, dict | list):
+        raise TransportError(f"the server answered {response.request.url.path} with something other than JSON")
     return body
 
 
@@ -256,10 +267,12 @@ class HciEnvClient(ClientBase):
             raise self._broken(exc) from exc
         return self._decode(raw)
 
-    def _post(self, path: str, body: dict[str, Any]) -> Any:
+    def _post(self, path: str, body: dict[str, Any] | None = None) -> Any:
         import httpx
 
         try:
+            if body is None:
+                return httpx.get(f"{self.base_url}{path}", headers=self._headers, timeout=self.timeout)
             return httpx.post(f"{self.base_url}{path}", json=body, headers=self._headers, timeout=self.timeout)
         except httpx.HTTPError as exc:
             raise self._unreachable(exc) from None
@@ -297,6 +310,22 @@ class HciEnvClient(ClientBase):
         """Run the checker of the task this session was reset into (``reset(task=ID)``): ``{"task", "score",
         "success", "details"}``. Control plane only: the checker runs on the server, beside the answers."""
         return self._control_reply(self._post(self._score_path(self.state()), {}))
+
+    # -- the server's tasks (OpenEnv's task API; control plane) -------------------------------------------
+    def splits(self) -> list[dict[str, Any]]:
+        """The server's splits: ``[{"name", "type", "num_tasks"}]``; ``reset(split=, index=)`` starts one's task."""
+        return self._control_reply(self._post(f"{TASK_API}/splits"))
+
+    def num_tasks(self, split: str = "all") -> int:
+        return self._control_reply(self._post(f"{TASK_API}/num_tasks", {"split": split}))["num_tasks"]
+
+    def task(self, split: str, index: int) -> dict[str, Any]:
+        """Task ``index`` of ``split`` as the agent may see it (never its checker)."""
+        return self._control_reply(self._post(f"{TASK_API}/task", {"split": split, "index": index}))["task"]
+
+    def tasks(self, split: str = "all", start: int | None = None, stop: int | None = None) -> list[dict[str, Any]]:
+        """The tasks of ``split`` (the first thousand), or those from ``start`` to ``stop``."""
+        return self._control_reply(self._post(*_task_range(split, start, stop)))["tasks"]
 
     def close(self) -> None:
         if self._closed:
@@ -386,11 +415,13 @@ class AsyncHciEnvClient(ClientBase):
                 raise self._broken(exc) from exc
         return self._decode(raw)
 
-    async def _post(self, path: str, body: dict[str, Any]) -> Any:
+    async def _post(self, path: str, body: dict[str, Any] | None = None) -> Any:
         import httpx
 
         try:
             async with httpx.AsyncClient(timeout=self.timeout) as http:
+                if body is None:
+                    return await http.get(f"{self.base_url}{path}", headers=self._headers)
                 return await http.post(f"{self.base_url}{path}", json=body, headers=self._headers)
         except httpx.HTTPError as exc:
             raise self._unreachable(exc) from None
@@ -426,6 +457,20 @@ class AsyncHciEnvClient(ClientBase):
     async def score(self) -> dict[str, Any]:
         """Run the checker of the task this session was reset into; see :meth:`HciEnvClient.score`."""
         return self._control_reply(await self._post(self._score_path(await self.state()), {}))
+
+    async def splits(self) -> list[dict[str, Any]]:
+        """See :meth:`HciEnvClient.splits`."""
+        return self._control_reply(await self._post(f"{TASK_API}/splits"))
+
+    async def num_tasks(self, split: str = "all") -> int:
+        return self._control_reply(await self._post(f"{TASK_API}/num_tasks", {"split": split}))["num_tasks"]
+
+    async def task(self, split: str, index: int) -> dict[str, Any]:
+        return self._control_reply(await self._post(f"{TASK_API}/task", {"split": split, "index": index}))["task"]
+
+    async def tasks(self, split: str = "all", start: int | None = None,
+                    stop: int | None = None) -> list[dict[str, Any]]:
+        return self._control_reply(await self._post(*_task_range(split, start, stop)))["tasks"]
 
     async def close(self) -> None:
         if self._closed:

@@ -94,6 +94,11 @@ def _tool_signature(model: type[BaseModel]) -> tuple[inspect.Signature, str]:
     return inspect.Signature(params, return_annotation=Any), doc
 
 
+#: What a model that sees no images may get of the screen with each result (``configure(text_view=...)``).
+TEXT_VIEWS = ("accessibility", "none")
+#: The most elements of the accessibility tree in a text view: a prompt's worth (a few thousand tokens).
+TEXT_VIEW_NODES = 150
+
 def _make_tool(name: str, asynchronous: bool) -> Any:
     model = ACTIONS[name]
     signature, doc = _tool_signature(model)
@@ -156,21 +161,12 @@ class _Server:
 
     def _split_size(self, split: str) -> int:
         if split not in self.sizes:
-            import httpx
+            from .client import HciEnvClient
 
-            headers = {"Authorization": f"Bearer {self.control_token}"} if self.control_token else {}
-            try:
-                names = httpx.get(f"{self.url}/list_environments", headers=headers, timeout=30)
-                names.raise_for_status()
-                reply = httpx.post(f"{self.url}/{names.json()[0]}/num_tasks", json={"split": split},
-                                   headers=headers, timeout=60)
-            except httpx.HTTPError as exc:
-                raise TransportError(f"the server's task API at {self.url} did not answer: {exc}") from None
-            if reply.status_code != 200:
-                raise error_from_dict(reply.json().get("error") or {"code": "ERROR", "message": reply.text})
-            if reply.json()["num_tasks"] < 1:
+            size = HciEnvClient(self.url, control_token=self.control_token, timeout=60).num_tasks(split)
+            if size < 1:
                 raise ConfigError(f"split {split!r} of the server's tasks is empty", field="split")
-            self.sizes[split] = reply.json()["num_tasks"]
+            self.sizes[split] = size
         return self.sizes[split]
 
     def close(self) -> None:
@@ -259,7 +255,8 @@ class TrlDesktopEnv(metaclass=_Configurable):
     #: The configuration; change it with :meth:`configure`.
     config: ClassVar[dict[str, Any]] = {
         "env": "workstation", "apps": None, "url": None, "control_token": None, "max_sessions": 8,
-        "timeout": 120.0, "images": "auto", "split": None, "group_size": None, "serve": {},
+        "timeout": 120.0, "images": "auto", "text_view": "accessibility", "split": None, "group_size": None,
+        "serve": {},
     }
     _asynchronous: ClassVar[bool] = False
 
@@ -285,23 +282,29 @@ class TrlDesktopEnv(metaclass=_Configurable):
                   url: str | None = None, control_token: str | None = None, max_sessions: int | None = None,
                   images: bool | str | None = None, tools: tuple[str, ...] | None = None,
                   timeout: float | None = None, split: str | None = None, group_size: int | None = None,
-                  **serve: Any) -> type[TrlDesktopEnv]:
+                  text_view: str | None = None, **serve: Any) -> type[TrlDesktopEnv]:
         """A subclass with other settings: ``env`` (an installed environment, ``module:Class`` or
         ``file.py:Class``), ``apps`` (commands started on the desktop), ``url`` and ``control_token`` (use that
         server instead of starting one), ``max_sessions`` (the most rollouts at once), ``images`` (False: text
         results only, for models without vision; True: screenshots whatever the model; "auto", the default:
-        text when the trainer's processing class takes no images), ``tools`` (action names), ``split`` (the
+        text when the trainer's processing class takes no images), ``text_view`` (what a model that sees no
+        images gets of the screen with every result: "accessibility", the default, the accessibility tree as
+        an outline of numbered elements; "none": nothing), ``tools`` (action names), ``split`` (the
         environment owns the data: a row without a task draws the next task of this split of the server's
         task API, as TRL's dataset-less mode needs), ``group_size`` (how many rollouts in a row share a drawn
         task; default the trainer's ``num_generations``), and any other ``serve`` option
         (``size=(1024, 768)``, ``tasks="my_tasks.jsonl"``)."""
         if images not in (None, True, False, "auto"):
             raise ConfigError(f"images is True, False or 'auto', not {images!r}", field="images")
+        if text_view not in (None, *TEXT_VIEWS):
+            raise ConfigError(f"text_view is one of {', '.join(map(repr, TEXT_VIEWS))}, not {text_view!r}",
+                              field="text_view")
         if group_size is not None and (isinstance(group_size, bool) or not isinstance(group_size, int)
                                        or group_size < 1):
             raise ConfigError(f"group_size is a positive integer, not {group_size!r}", field="group_size")
         given = {"env": env, "apps": apps, "url": url, "control_token": control_token, "max_sessions": max_sessions,
-                 "images": images, "timeout": timeout, "split": split, "group_size": group_size}
+                 "images": images, "timeout": timeout, "split": split, "group_size": group_size,
+                 "text_view": text_view}
         config = {**cls.config, **{k: v for k, v in given.items() if v is not None}}
         options = serve.pop("serve", None) or {}  # serve={...} too, beside serve options as keywords
         if not isinstance(options, dict):
@@ -411,6 +414,19 @@ class TrlDesktopEnv(metaclass=_Configurable):
             print(f"[hci-envs] {type(self).__name__} desktop {state.episode_id or ''}: {where}".replace("  ", " "),
                   file=sys.stderr, flush=True)
 
+    def _text_view(self) -> str:
+        """The screen as text, for a model that sees no images (``text_view``): the accessibility tree's outline,
+        the elements on screen numbered as ``element=`` takes them, at most TEXT_VIEW_NODES of them; nothing when
+        the apps on screen expose no tree."""
+        if self.config.get("text_view", "accessibility") != "accessibility":
+            return ""
+        with self._lock:
+            result = self._client.step({"type": "accessibility_tree", "max_nodes": TEXT_VIEW_NODES})
+        tree = result.observation.data
+        if not isinstance(tree, dict) or not tree.get("nodes"):
+            return ""  # apps that expose nothing (xterm, Tk): no view rather than an empty one
+        return (result.observation.text or "").strip()
+
     # -- tools -------------------------------------------------------------------------------------------
     def _call(self, tool: str, arguments: dict[str, Any]) -> Any:
         with self._lock:
@@ -426,7 +442,9 @@ class TrlDesktopEnv(metaclass=_Configurable):
 
     def _content(self, text: str, obs: Any) -> str | list[dict[str, Any]] | None:
         shot = getattr(obs, "screenshot", None)
-        if not self._images or shot is None:
+        if not self._images:
+            return "\n\n".join(part for part in (text.strip(), self._text_view()) if part) or None
+        if shot is None:
             return text.strip() or None
         if shot.scale != 1.0:
             text += f"\n(screen shown at scale {shot.scale:g}: pass scale={shot.scale:g} with coordinates read off it)"

@@ -173,3 +173,31 @@ def test_openenv_task_api_lists_splits_and_resets_by_index(server):
     assert seen["unknown_split"] == 404 and seen["unknown_env"] == 404
     assert seen["reset"] == [catalog[1], catalog[0]]
     assert "out of range" in seen["bad_reset"] and seen["after_bad_reset"] == catalog[2]
+
+
+def test_our_clients_read_the_same_task_api(server):
+    """HciEnvClient and AsyncHciEnvClient over the same routes: splits, counts, a task, listings and ranges, and a
+    split that does not exist is a typed 404, as OpenEnv's clients see them."""
+    import asyncio
+
+    from hci_envs import AsyncHciEnvClient, HciEnvClient
+    from hci_envs.errors import HciEnvsError
+    from hci_envs.tasks import BUILTIN, load_tasks
+
+    catalog = [t.id for t in load_tasks(BUILTIN)]
+    client = HciEnvClient(server.base_url)
+    assert {"name": "all", "type": "validation", "num_tasks": len(catalog)} in client.splits()
+    assert client.num_tasks() == client.num_tasks("all") == len(catalog)
+    assert client.task("all", 1)["id"] == catalog[1]
+    assert [t["id"] for t in client.tasks()] == catalog
+    assert [t["id"] for t in client.tasks("all", 1, 3)] == catalog[1:3]
+    with pytest.raises(HciEnvsError, match="no-such-split"):
+        client.num_tasks("no-such-split")
+
+    async def read() -> tuple:
+        other = AsyncHciEnvClient(server.base_url)
+        return await other.splits(), await other.num_tasks(), (await other.task("all", 2))["id"], \
+            [t["id"] for t in await other.tasks("all", 0, 2)]
+
+    splits, count, task, first_two = asyncio.run(read())
+    assert splits == client.splits() and count == len(catalog) and task == catalog[2] and first_two == catalog[:2]

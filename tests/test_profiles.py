@@ -47,3 +47,55 @@ def test_serve_prints_every_profile():
     assert f"MCP (Anthropic toolset): {server.base_url}/mcp/anthropic" in " ".join(printed.split())
     assert f"{server.base_url}/mcp/code" in printed
     assert f"MCP (OSWorld actions): {server.base_url}/mcp/osworld" in " ".join(printed.split())
+
+
+DEBUG_ENV = '''from hci_envs import Environment, tool
+from hci_envs.traits import HumanComputerInterfaceable
+
+
+class DebugEnv(HumanComputerInterfaceable, Environment):
+    @tool(simulation_only=True, read_only=True)
+    def peek_answer(self) -> str:
+        """What the checker wants (scoring: simulation only)."""
+        return "the answer"
+'''
+
+
+def test_simulation_only_tools_are_absent_in_production_on_every_surface(tmp_path):
+    """OpenEnv's tool modes: a tool that reveals scoring is listed and runs in simulation; in production no MCP
+    profile, CodeAct namespace, list_tools or /metadata has it, and calling it is TOOL_NOT_FOUND."""
+    env_file = tmp_path / "debug_env.py"
+    env_file.write_text(DEBUG_ENV)
+    spec = f"{env_file}:DebugEnv"
+    with AppServer("--env", spec, "--desktop", "fake") as server:
+        with server.http() as http:
+            assert "peek_answer" in http.get("/metadata").json()["tools"]
+        with server.mcp("/mcp") as mcp:
+            assert "peek_answer" in {t.name for t in mcp.list_tools()}
+            assert "the answer" in str(mcp.call("peek_answer", {}).content)
+    with AppServer("--env", spec, "--desktop", "fake", "--mode", "production") as server:
+        with server.http() as http:
+            listed = http.get("/metadata").json()["tools"]
+            assert "peek_answer" not in listed and "click" in listed
+        for path in ("/mcp", "/mcp/code"):
+            with server.mcp(path) as mcp:
+                assert "peek_answer" not in {t.name for t in mcp.list_tools()}
+                refused = mcp.call("peek_answer", {})
+                assert refused.is_error, refused
+
+    from hci_envs import plugins
+    from hci_envs.errors import UnknownToolError
+
+    cls = plugins.load_env_class(spec)
+    with cls(desktop="fake", mode="production") as env:
+        env.reset()
+        assert "peek_answer" not in env.tools() and "peek_answer" not in env.code_tools()
+        listed = env.step({"type": "list_tools"})
+        assert "click" in str(listed.model_dump()) and "peek_answer" not in str(listed.model_dump())
+        with pytest.raises(UnknownToolError):
+            env.call_tool("peek_answer", {})
+        ran = env.step({"code": "print(peek_answer())"})
+        assert "peek_answer" in (ran.text or "") and "not defined" in (ran.text or ""), ran.text
+    with cls(desktop="fake") as env:
+        env.reset()
+        assert env.call_tool("peek_answer", {}).text == "the answer"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import need
+from conftest import need, need_programs
 
 TASK = "term-hello"
 
@@ -160,6 +161,35 @@ def _tasks() -> list:
     from hci_envs.tasks import BUILTIN, load_tasks
 
     return load_tasks(BUILTIN)
+
+
+
+@pytest.mark.x11
+def test_a_model_without_vision_sees_the_screen_as_the_accessibility_tree(x11):
+    """images=False: every result carries the accessibility tree's outline (text_view, on by default), with the
+    elements numbered as element= takes them; a GTK editor's text area is among them, and what was typed shows
+    in it; text_view="none" gives the bare results."""
+    need_trl()
+    need_programs("mousepad")
+    from hci_envs.errors import ConfigError
+    from hci_envs.trl import TEXT_VIEW_NODES, TrlDesktopEnv, close_all
+
+    Seeing = TrlDesktopEnv.configure("SeeingText", images=False, apps=["mousepad"], max_sessions=1)
+    Bare = TrlDesktopEnv.configure("BareText", images=False, apps=["mousepad"], max_sessions=1, text_view="none")
+    try:
+        env = Seeing()
+        first = env.reset(instruction="write")
+        assert isinstance(first, str) and "accessibility tree:" in first and "mousepad" in first.lower()
+        assert 0 < len(re.findall(r"^\s*\[\d+\] ", first, re.MULTILINE)) <= TEXT_VIEW_NODES
+        typed = env.type_text(text="héllo tree")
+        assert typed.startswith("typed") and "héllo tree" in typed, typed
+        bare = Bare()
+        assert "accessibility tree" not in (bare.reset(instruction="write") or "")
+        assert "accessibility tree" not in bare.type_text(text="x")
+    finally:
+        close_all()
+    with pytest.raises(ConfigError, match="text_view"):
+        TrlDesktopEnv.configure(text_view="marks")
 
 
 @pytest.mark.x11

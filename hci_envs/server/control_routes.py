@@ -28,6 +28,7 @@ from ..errors import (
     wire_form,
 )
 from ..protocol import EnvState, Observation
+from ..tools.registry import in_mode
 from ..env.steps import STEP_ACTION_SCHEMA
 from .core import HciServer
 from .deps import CONTROL, bearer, check_control_token, get_server, next_json, session_for
@@ -83,7 +84,7 @@ async def metadata(server: HciServer = Depends(get_server)) -> dict[str, Any]:
         "version": __version__,
         "author": "hci-envs",
         "documentation_url": None,
-        "tools": sorted(env_class.tool_specs()),
+        "tools": sorted(in_mode(env_class.tool_specs(), server.config.mode)),
         # the default session's MCP tool profiles, {name: url} (every session's own are in its state)
         "mcp_profiles": server.mcp_profiles(None),
         "mode": server.config.mode,

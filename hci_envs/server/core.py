@@ -95,7 +95,8 @@ class HciServer:
         self.mcp_servers = {
             profile: build_mcp_server(specs, session_from_request, name=labels.get(profile, f"{name} ({profile})"),
                                       instructions=instructions, version=__version__)
-            for profile, specs in tool_profiles(env_class, width=declared.width, height=declared.height).items()
+            for profile, specs in tool_profiles(env_class, width=declared.width, height=declared.height,
+                                                mode=config.mode).items()
         }
         self.task_suite = TaskSuite(config.tasks)
 

@@ -18,15 +18,17 @@ from __future__ import annotations
 from typing import Any
 
 from ..tools.codeact import BASE_TOOLS, CODE_TOOL
-from ..tools.registry import ToolSpec
+from ..tools.registry import ToolSpec, in_mode
 
 #: The profile /mcp serves.
 DEFAULT_PROFILE = "tools"
 
 
-def tool_profiles(env_class: Any, *, width: int, height: int) -> dict[str, dict[str, ToolSpec]]:
-    """Each profile's tools for an environment class whose screen is ``width`` x ``height``."""
-    specs = env_class.tool_specs()
+def tool_profiles(env_class: Any, *, width: int, height: int, mode: str = "simulation"
+                  ) -> dict[str, dict[str, ToolSpec]]:
+    """Each profile's tools for an environment class whose screen is ``width`` x ``height``, in a server's
+    ``mode`` (production has no simulation-only tool)."""
+    specs = in_mode(env_class.tool_specs(), mode)
     profiles = {
         "tools": {n: s for n, s in specs.items() if n != CODE_TOOL},
         "code": {n: s for n, s in specs.items() if n in BASE_TOOLS},

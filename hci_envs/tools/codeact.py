@@ -15,7 +15,7 @@ from pydantic import Field
 
 from ..errors import ActionError, UnknownToolError
 from ..sandbox.interpreter import DEFAULT_CODE_OUTPUT, DEFAULT_CODE_TIMEOUT, MAX_CODE_CHARS, MAX_CODE_OUTPUT, MAX_CODE_TIMEOUT
-from .registry import ToolOutput, ToolSpec, tool
+from .registry import ToolOutput, ToolSpec, in_mode, tool
 from .trait import Trait
 
 #: The tool that runs CodeAct code; CodeAct code itself cannot call it.
@@ -78,7 +78,8 @@ class EnvironmentTools(Trait):
                           is_error=result.error is not None)
 
     def tools(self) -> dict[str, ToolSpec]:
-        return type(self).tool_specs()
+        """The tools of this environment in its mode (production has no simulation-only tool)."""
+        return in_mode(type(self).tool_specs(), getattr(self, "mode", "simulation"))
 
     def code_tools(self) -> dict[str, ToolSpec]:
         """The tools CodeAct code can call: all of them but the code runner itself."""

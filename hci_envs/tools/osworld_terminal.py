@@ -36,10 +36,13 @@ args, command, options = sys.argv[1:], [], []
 
 
 def enter(folder):
+    folder = os.path.expanduser(folder)
     try:
-        os.chdir(os.path.expanduser(folder))
+        os.chdir(folder)
     except OSError as exc:  # as GNOME's: the terminal opens where it was started, and says why
         print("gnome-terminal: %s" % exc, file=sys.stderr)
+    else:  # the shell keeps the path as it was given (a home seen through a link stays /home/user)
+        os.environ["PWD"] = os.path.abspath(folder)
 
 
 while args:

@@ -53,6 +53,9 @@ class ToolSpec:
     parameters: tuple[inspect.Parameter, ...]
     handler: Callable[..., Any]
     read_only: bool = False
+    #: Only in simulation mode: a tool that reveals scoring or debugging (OpenEnv's tool modes); a server in
+    #: production mode, and an environment made with ``mode="production"``, neither list nor run it.
+    simulation_only: bool = False
     trait: str = ""
     owner: type | None = None
     #: Checks and converts the arguments itself, instead of the model built from ``parameters`` (which then
@@ -177,15 +180,18 @@ def parameters_of(fn: Callable[..., Any], skip_first: bool = True) -> tuple[insp
 
 
 def tool(
-    name: str | None = None, *, read_only: bool = False, description: str | None = None
+    name: str | None = None, *, read_only: bool = False, description: str | None = None,
+    simulation_only: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Mark a trait method as a tool. Its signature (typed, with pydantic ``Field`` metadata in
-    ``Annotated``) becomes the tool's parameters and its docstring the description."""
+    ``Annotated``) becomes the tool's parameters and its docstring the description. ``simulation_only``: a tool
+    that reveals scoring or debugging, absent in production mode."""
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
         fn.__hci_tool__ = {  # type: ignore[attr-defined]
             "name": name or fn.__name__,
             "read_only": read_only,
+            "simulation_only": simulation_only,
             "description": description or inspect.cleandoc(fn.__doc__ or fn.__name__),
         }
         return fn
@@ -207,11 +213,20 @@ def specs_from_methods(cls: type) -> list[ToolSpec]:
                 parameters=parameters_of(value),
                 handler=lambda env, _attr=attr, **kw: getattr(env, _attr)(**kw),
                 read_only=meta["read_only"],
+                simulation_only=meta.get("simulation_only", False),
                 trait=getattr(cls, "__dict__", {}).get("trait_name") or cls.__name__,
                 owner=cls,
             )
         )
     return specs
+
+
+def in_mode(specs: dict[str, ToolSpec], mode: str) -> dict[str, ToolSpec]:
+    """The tools of ``specs`` that exist in ``mode`` ("simulation": all of them; "production": all but the
+    simulation-only ones)."""
+    if mode == "simulation":
+        return dict(specs)
+    return {name: spec for name, spec in specs.items() if not spec.simulation_only}
 
 
 def merge_registries(cls: type, bases: Sequence[type]) -> dict[str, ToolSpec]:
