@@ -349,6 +349,17 @@ def test_gnome_terminal_starts_stops_and_reads_as_osworlds_tasks_expect(guest):
         assert time.monotonic() < deadline, output
         time.sleep(0.3)
     assert "/home/user/Documents\n" in output and "\x1b" not in output, output
+    # a terminal that has shown more than is read back gives its end (its log is read from the end)
+    from hci_envs.tools.osworld_terminal import MAX_LOG
+
+    flood = ("import pyautogui; pyautogui.FAILSAFE = False; "
+             "pyautogui.typewrite('seq 1 250000; echo FLOODED', interval=0.01); pyautogui.press('enter')")
+    execute(guest, ["python", "-c", flood])
+    deadline = time.monotonic() + 60
+    while "\nFLOODED" not in ((output := guest.get("/terminal").json()["output"]) or ""):
+        assert time.monotonic() < deadline, (output or "")[-300:]
+        time.sleep(0.5)
+    assert "\n250000\n" in output and len(output.encode()) <= MAX_LOG and "\n1\n2\n" not in output
     assert guest.post("/setup/close_window", json={"window_name": "nothing-of-that-name"}).status_code in (200, 404)
     execute(guest, ["killall", "gnome-terminal-server"])  # OSWorld's post-set-ups end the terminal so
     deadline = time.monotonic() + 30

@@ -674,25 +674,32 @@ except OSError as exc:
 st = os.fstat(fd)
 if not stat.S_ISREG(st.st_mode):
     sys.exit(3)
-if st.st_size > int(sys.argv[2]):
+tail = int(sys.argv[3])
+if tail:  # only the end: a log that grows as it is read gives its last bytes, never more
+    os.lseek(fd, max(0, st.st_size - tail), os.SEEK_SET)
+elif st.st_size > int(sys.argv[2]):
     sys.exit(4)
 os.set_blocking(fd, True)
-while True:
-    chunk = os.read(fd, 1 << 20)
+budget = tail or None
+while budget is None or budget > 0:
+    chunk = os.read(fd, 1 << 20 if budget is None else min(1 << 20, budget))
     if not chunk:
         break
     sys.stdout.buffer.write(chunk)
+    if budget is not None:
+        budget -= len(chunk)
 """
 #: How long reading one file may take.
 READ_TIMEOUT = 120.0
 
 
-def _read_as_agent(desktop: Any, path: str) -> bytes:
+def _read_as_agent(desktop: Any, path: str, *, tail: int = 0) -> bytes:
     """A file's bytes as the agent reads them, at most MAX_FILE of them: whatever the agent's side sends, this
-    process holds no more than that (-I: none of the agent's own modules or site-packages run in the reader)."""
+    process holds no more than that (-I: none of the agent's own modules or site-packages run in the reader).
+    With ``tail``, only its last ``tail`` bytes, whatever its size."""
     import selectors
 
-    proc = desktop.spawn_agent("osworld-file", ["python3", "-I", "-c", _READ_SCRIPT, path, str(MAX_FILE)],
+    proc = desktop.spawn_agent("osworld-file", ["python3", "-I", "-c", _READ_SCRIPT, path, str(MAX_FILE), str(tail)],
                                env=agent_env(desktop), cwd=desktop.agent_home, stdin=subprocess.DEVNULL,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     chunks: list[bytes] = []

@@ -116,7 +116,7 @@ def log_text(raw: bytes) -> str:
 
 def terminal_text(desktop: Any, read_as_agent: Any) -> str | None:
     """The text of the focused terminal (GNOME's, as OSWorld's tasks start it), or None when the focused window is
-    not one. ``read_as_agent(desktop, path)`` reads a file as the agent does."""
+    not one. ``read_as_agent(desktop, path, tail=N)`` reads the last N bytes of a file as the agent does."""
     window = desktop.input.focused_window()
     if window is None or WINDOW_CLASS not in desktop.input.window_class(window):
         return None
@@ -125,7 +125,7 @@ def terminal_text(desktop: Any, read_as_agent: Any) -> str | None:
     if pid is None or not runtime:
         return None
     try:
-        raw = read_as_agent(desktop, os.path.join(runtime, LOG_FOLDER, f"{pid}.log"))
+        raw = read_as_agent(desktop, os.path.join(runtime, LOG_FOLDER, f"{pid}.log"), tail=MAX_LOG)
     except Exception:  # noqa: BLE001 - no log (a terminal started otherwise): no text, as for any other window
         return None
-    return log_text(raw[-MAX_LOG:])
+    return log_text(raw)
