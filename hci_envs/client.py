@@ -267,7 +267,8 @@ class HciEnvClient(ClientBase):
             raise self._broken(exc) from exc
         return self._decode(raw)
 
-    def _post(self, path: str, body: dict[str, Any] | None = None) -> Any:
+    def _control(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        """A control-plane request: GET ``path``, or POST ``body`` to it."""
         import httpx
 
         try:
@@ -304,28 +305,28 @@ class HciEnvClient(ClientBase):
     def snapshot(self, name: str) -> dict[str, Any]:
         """Capture this session's files as ``name``; ``reset(snapshot=name)`` branches from it later.
         Control plane only (needs the control token where one is set); refused in production mode."""
-        return self._control_reply(self._post("/snapshot", self._snapshot_body(name, self.state())))
+        return self._control_reply(self._control("/snapshot", self._snapshot_body(name, self.state())))
 
     def score(self) -> dict[str, Any]:
         """Run the checker of the task this session was reset into (``reset(task=ID)``): ``{"task", "score",
         "success", "details"}``. Control plane only: the checker runs on the server, beside the answers."""
-        return self._control_reply(self._post(self._score_path(self.state()), {}))
+        return self._control_reply(self._control(self._score_path(self.state()), {}))
 
     # -- the server's tasks (OpenEnv's task API; control plane) -------------------------------------------
     def splits(self) -> list[dict[str, Any]]:
         """The server's splits: ``[{"name", "type", "num_tasks"}]``; ``reset(split=, index=)`` starts one's task."""
-        return self._control_reply(self._post(f"{TASK_API}/splits"))
+        return self._control_reply(self._control(f"{TASK_API}/splits"))
 
     def num_tasks(self, split: str = "all") -> int:
-        return self._control_reply(self._post(f"{TASK_API}/num_tasks", {"split": split}))["num_tasks"]
+        return self._control_reply(self._control(f"{TASK_API}/num_tasks", {"split": split}))["num_tasks"]
 
     def task(self, split: str, index: int) -> dict[str, Any]:
         """Task ``index`` of ``split`` as the agent may see it (never its checker)."""
-        return self._control_reply(self._post(f"{TASK_API}/task", {"split": split, "index": index}))["task"]
+        return self._control_reply(self._control(f"{TASK_API}/task", {"split": split, "index": index}))["task"]
 
     def tasks(self, split: str = "all", start: int | None = None, stop: int | None = None) -> list[dict[str, Any]]:
         """The tasks of ``split`` (the first thousand), or those from ``start`` to ``stop``."""
-        return self._control_reply(self._post(*_task_range(split, start, stop)))["tasks"]
+        return self._control_reply(self._control(*_task_range(split, start, stop)))["tasks"]
 
     def close(self) -> None:
         if self._closed:
@@ -415,7 +416,8 @@ class AsyncHciEnvClient(ClientBase):
                 raise self._broken(exc) from exc
         return self._decode(raw)
 
-    async def _post(self, path: str, body: dict[str, Any] | None = None) -> Any:
+    async def _control(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        """See :meth:`HciEnvClient._control`."""
         import httpx
 
         try:
@@ -452,25 +454,25 @@ class AsyncHciEnvClient(ClientBase):
 
     async def snapshot(self, name: str) -> dict[str, Any]:
         """Capture this session's files as ``name``; ``reset(snapshot=name)`` branches from it later."""
-        return self._control_reply(await self._post("/snapshot", self._snapshot_body(name, await self.state())))
+        return self._control_reply(await self._control("/snapshot", self._snapshot_body(name, await self.state())))
 
     async def score(self) -> dict[str, Any]:
         """Run the checker of the task this session was reset into; see :meth:`HciEnvClient.score`."""
-        return self._control_reply(await self._post(self._score_path(await self.state()), {}))
+        return self._control_reply(await self._control(self._score_path(await self.state()), {}))
 
     async def splits(self) -> list[dict[str, Any]]:
         """See :meth:`HciEnvClient.splits`."""
-        return self._control_reply(await self._post(f"{TASK_API}/splits"))
+        return self._control_reply(await self._control(f"{TASK_API}/splits"))
 
     async def num_tasks(self, split: str = "all") -> int:
-        return self._control_reply(await self._post(f"{TASK_API}/num_tasks", {"split": split}))["num_tasks"]
+        return self._control_reply(await self._control(f"{TASK_API}/num_tasks", {"split": split}))["num_tasks"]
 
     async def task(self, split: str, index: int) -> dict[str, Any]:
-        return self._control_reply(await self._post(f"{TASK_API}/task", {"split": split, "index": index}))["task"]
+        return self._control_reply(await self._control(f"{TASK_API}/task", {"split": split, "index": index}))["task"]
 
     async def tasks(self, split: str = "all", start: int | None = None,
                     stop: int | None = None) -> list[dict[str, Any]]:
-        return self._control_reply(await self._post(*_task_range(split, start, stop)))["tasks"]
+        return self._control_reply(await self._control(*_task_range(split, start, stop)))["tasks"]
 
     async def close(self) -> None:
         if self._closed:

@@ -99,6 +99,7 @@ TEXT_VIEWS = ("accessibility", "none")
 #: The most elements of the accessibility tree in a text view: a prompt's worth (a few thousand tokens).
 TEXT_VIEW_NODES = 150
 
+
 def _make_tool(name: str, asynchronous: bool) -> Any:
     model = ACTIONS[name]
     signature, doc = _tool_signature(model)

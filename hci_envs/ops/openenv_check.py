@@ -97,8 +97,9 @@ def validate(target: str | None = None, *, image: str | None = None, level: str 
     if level not in LEVELS:
         raise ConfigError(f"level must be one of {', '.join(LEVELS)}, not {level!r}", field="level")
     cli = openenv_cli()
+    is_url = bool(target) and target.startswith(("http://", "https://"))
     with tempfile.TemporaryDirectory(prefix="hci-envs-openenv-") as work:
-        if target and target.startswith(("http://", "https://")):
+        if is_url:
             subject = target
         elif image:
             subject = str(image_package(image, Path(work) / "package"))
@@ -106,7 +107,7 @@ def validate(target: str | None = None, *, image: str | None = None, level: str 
             subject = str(checkout_package(Path(work) / "package"))
         report_file = Path(work) / "report.json"
         argv = [cli, "validate", subject, "--output", str(report_file)]
-        if not subject.startswith("http"):
+        if not is_url:  # a server has no levels: the validator's URL checks are one set
             argv += ["--level", level]
         run = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=work)
         try:
