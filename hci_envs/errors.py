@@ -18,7 +18,8 @@ frame) and back (the client raises the matching class), so the same failure read
     │   ├── DesktopDiedError        the display died under a running episode (truncates it)
     │   ├── DesktopLostError        a pooled desktop's node or actor is gone (hci_envs.cluster)
     │   └── MissingDependencyError  a system program or optional package is not installed
-    ├── EnvironmentStateError       the call does not fit the episode's state (step before reset, after close)
+    ├── EnvironmentStateError       the call does not fit the episode's state (after close, after the end)
+    │   └── NotResetError           a step or a tool before the first reset
     ├── SessionError                session bookkeeping on a server
     │   ├── SessionNotFoundError
     │   ├── CapacityError           max_sessions reached, or every agent account in use
@@ -154,6 +155,12 @@ class MissingDependencyError(DesktopError, ImportError):
 
 class EnvironmentStateError(HciEnvsError):
     code = "STATE_ERROR"
+
+
+class NotResetError(EnvironmentStateError):
+    """A step or a tool call before the episode's first reset: a client's mistake of its own (call reset)."""
+
+    code = "NOT_RESET"
 
 
 class SessionError(HciEnvsError):
@@ -322,6 +329,8 @@ WIRE: dict[str, WireForm] = {
     "DESKTOP_LOST": WireForm(503, "EXECUTION_ERROR", "execution_error"),
     "DISPLAY_START_FAILED": WireForm(503, "EXECUTION_ERROR", "execution_error"),
     "STATE_ERROR": WireForm(409, "EXECUTION_ERROR", "execution_error"),
+    # its own code on OpenEnv's WebSocket too, where a client sees only the code and the message
+    "NOT_RESET": WireForm(409, "NOT_RESET", "execution_error"),
     "SESSION_ERROR": WireForm(409, "SESSION_ERROR", "execution_error"),
     "SESSION_NOT_FOUND": WireForm(404, "SESSION_ERROR", "execution_error"),
     "CAPACITY_REACHED": WireForm(503, "CAPACITY_REACHED", "execution_error"),

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import time
+from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -114,6 +115,76 @@ def test_http_bad_requests_get_typed_4xx(fake_app, method, path, body, status, c
 
 
 @pytest.mark.fake
+@pytest.mark.parametrize(
+    "path,body,status,code",
+    [
+        ("/hci-envs/task", {"split": "all", "index": 10**30}, 400, "CONFIG_ERROR"),
+        ("/hci-envs/task", {"split": "all", "index": -1}, 400, "CONFIG_ERROR"),
+        ("/hci-envs/task", {"split": "all", "index": True}, 422, None),  # not position 1
+        ("/hci-envs/task", {"split": "all", "index": "1"}, 422, None),
+        ("/hci-envs/task", {"split": "all", "index": 1.5}, 422, None),
+        ("/hci-envs/task", {"split": "all"}, 422, None),
+        ("/hci-envs/task", {"split": {"$ne": ""}, "index": 0}, 422, None),
+        ("/hci-envs/task", {"split": "../../../etc/passwd", "index": 0}, 404, "TASK_NOT_FOUND"),
+        ("/hci-envs/task", {"split": "x" * 100_000, "index": 0}, 422, None),
+        ("/hci-envs/task_range", {"split": "all", "start": "a"}, 422, None),
+        ("/hci-envs/tasks", [{"split": "all"}], 422, None),
+        ("/hci-envs/tasks", "{not json", 422, None),
+        ("/%00/tasks", {"split": "all"}, 404, "TASK_NOT_FOUND"),
+        ("/..%2f..%2fetc/tasks", {"split": "all"}, 404, None),
+    ],
+)
+def test_task_api_bad_requests_get_typed_4xx(fake_app, path, body, status, code):
+    """The task API as a careless or hostile caller uses it: every bad request is a 4xx that names the field,
+    an error echoes at most a bounded part of what it was sent, and the server carries on."""
+    with fake_app.http() as http:
+        if isinstance(body, str):
+            response = http.post(path, content=body, headers={"content-type": "application/json"})
+        else:
+            response = http.post(path, json=body)
+        assert response.status_code == status, response.text[:500]
+        if code:
+            assert response.json()["error"]["code"] == code
+            assert len(response.json()["error"]["message"]) < 400
+        assert http.post("/hci-envs/num_tasks", json={"split": "all"}).json()["num_tasks"] > 0
+
+
+@pytest.mark.fake
+def test_task_api_ranges_clip_and_never_list_without_bound(fake_app):
+    """Ranges take Python's slice rules (negative from the end, clipped), whatever their size."""
+    with fake_app.http() as http:
+        count = http.post("/hci-envs/num_tasks", json={"split": "all"}).json()["num_tasks"]
+        listed = http.post("/hci-envs/task_range", json={"split": "all", "start": -10**30, "stop": 10**30})
+        assert [t["index"] for t in listed.json()["tasks"]] == list(range(count))
+        empty = http.post("/hci-envs/task_range", json={"split": "all", "start": 10**30, "stop": -10**30})
+        assert empty.json() == {"tasks": []}
+        last = http.post("/hci-envs/task_range", json={"split": "all", "start": -1})
+        assert [t["index"] for t in last.json()["tasks"]] == [count - 1]
+
+
+@pytest.mark.fake
+def test_the_task_api_answers_the_control_token_only():
+    """An agent holding its own token (the one its tools take) lists no task and puts no session into one."""
+    import secrets
+
+    control, agent = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+    with ServerProcess("--desktop", "fake", env={"HCI_ENVS_CONTROL_TOKEN": control,
+                                                  "HCI_ENVS_AGENT_TOKEN": agent}) as server:
+        routes = [("get", "/list_environments", None), ("get", "/hci-envs/splits", None),
+                  ("post", "/hci-envs/tasks", {"split": "all"}), ("post", "/hci-envs/num_tasks", {"split": "all"}),
+                  ("post", "/hci-envs/task", {"split": "all", "index": 0}),
+                  ("post", "/hci-envs/task_range", {"split": "all", "start": 0}),
+                  ("post", "/reset", {"split": "all", "index": 0})]
+        for token in (agent, None, control[:-1]):
+            auth = {"authorization": f"Bearer {token}"} if token else {}
+            for method, path, body in routes:
+                reply = httpx.request(method, server.base_url + path, json=body, headers=auth)
+                assert reply.status_code == 401, (path, reply.status_code)
+        with server.http(headers={"authorization": f"Bearer {control}"}) as http:
+            assert http.post("/hci-envs/num_tasks", json={"split": "all"}).json()["num_tasks"] > 0
+
+
+@pytest.mark.fake
 def test_production_mode_serves_no_simulation_route_for_any_session():
     with AppServer("--mode", "production", "--desktop", "fake") as server:
         with server.http() as http:
@@ -132,8 +203,8 @@ def test_ws_protocol_and_error_frames(fake_app):
     server = fake_app
     with server.ws("/ws") as ws:
         before = ws_call(ws, {"type": "step", "data": {"type": "wait", "ms": 1}})
-        assert before["type"] == "error" and before["data"]["code"] == "EXECUTION_ERROR"
-        assert "reset" in before["data"]["message"]
+        assert before["type"] == "error" and before["data"]["code"] == "NOT_RESET"  # not a generic failure
+        assert "reset" in before["data"]["message"] and before["data"]["error"]["code"] == "NOT_RESET"
         assert ws_call(ws, "{oops")["data"]["code"] == "INVALID_JSON"
         assert ws_call(ws, {"type": "dance"})["data"]["code"] == "UNKNOWN_TYPE"
         assert ws_call(ws, {"type": "step"})["data"]["code"] == "VALIDATION_ERROR"
@@ -290,6 +361,24 @@ def test_desktop_failure_truncates_and_reset_recovers(x11, tmp_path, victim):
         assert not obs.done and obs.screenshot is not None
         probe.wait_for(lambda s: s.get("ready"), what="the app after recovery")
         assert env.step({"type": "cursor_position"}).data == {"x": 0, "y": 0}
+
+
+@pytest.mark.x11
+def test_an_app_showing_only_an_override_redirect_window_stops_serve_with_one_line_that_says_so():
+    """What was seen and how to declare readiness, on one line, not a traceback."""
+    app = Path(__file__).parent / "apps" / "override_only.py"
+    server = ServerProcess("--app", f"python3 {app}")
+    with pytest.raises(AssertionError, match="exited") as failed:
+        server.start(timeout=60)
+    server.stop()
+    said = str(failed.value)
+    assert "showed only 1 override-redirect window" in said and '"wait_for_window": false' in said, said
+    assert "Traceback" not in said, said
+    # as the line says: the app's start state as JSON, and the server is up with the app on screen
+    declared = json.dumps({"command": ["python3", str(app)], "wait_for_window": False})
+    with ServerProcess("--app", declared) as server, server.http() as http:
+        reset = http.post("/reset", json={})
+        assert reset.status_code == 200 and reset.json()["observation"]["screenshot"]["width"] == 1280, reset.text
 
 
 @pytest.mark.x11

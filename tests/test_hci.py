@@ -214,6 +214,7 @@ def test_click_in_downscaled_coordinates_lands_on_the_right_pixel(mcp):
 
 BAD_CALLS = [
     ("click", {"x": 5000, "y": 10}, "off screen"),
+    ("click", {"x": 99999, "y": 10}, "off screen"),
     ("click", {"x": -1, "y": 10}, "greater than or equal to 0"),
     ("click", {"x": 10}, "both x and y"),
     ("click", {"x": 700, "y": 10, "scale": 0.5}, "off screen"),

@@ -76,6 +76,7 @@ def test_an_error_code_names_one_class():
     (errors.CapacityError, 503, "CAPACITY_REACHED", "execution_error"),
     (errors.DuplicateToolError, 400, "VALIDATION_ERROR", "invalid_args"),
     (errors.RfbError, 500, "EXECUTION_ERROR", "execution_error"),
+    (errors.NotResetError, 409, "NOT_RESET", "execution_error"),
 ])
 def test_one_table_gives_every_boundary_its_form(cls, status, ws, tool_error):
     form = wire_form(_instance(cls))

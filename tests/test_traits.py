@@ -86,6 +86,7 @@ def test_codeact_and_tool_calls_reach_the_same_state(x11, tmp_path):
         ("while True:\n    print('spam' * 100)", "timed out after 1s"),
         ("x = ", "syntax error"),
         ("raise SystemExit(3)", "SystemExit"),
+        ("click(x=99999, y=1)", "is off screen; the screen is"),  # as the click tool says it
     ],
 )
 def test_bad_code_gets_a_clear_error_and_the_session_carries_on(workstation, code, message):

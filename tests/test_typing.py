@@ -186,3 +186,28 @@ def test_auto_pastes_what_keys_could_not_type_and_keys_says_how_far_it_got(monke
         obs = env.step({"type": "type_text", "text": "héllo wörld", "mode": "keys"})
         assert obs.error["code"] == "TIMEOUT" and obs.error["typed"] == 5 and obs.error["chars"] == 11, obs.error
         assert "typed 5 of 11 characters" in obs.error["message"] and "_NET_WM_PING" in obs.error["message"]
+
+
+@pytest.mark.x11
+def test_a_terminal_draws_the_unicode_typed_into_it():
+    """What the agent sees of its own typing: xterm draws check marks, CJK and Greek (its default bitmap font is
+    not installed, and drew them as blanks although the characters arrived)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    from hci_envs.traits import DesktopEnv
+
+    need_programs("xterm")
+    app = {"command": ["xterm", "-geometry", "40x3+0+0", "-e", "cat"], "name": "xterm"}
+    with DesktopEnv(start_state={"window_manager": None, "apps": [app]}) as env:
+        env.reset()
+
+        def dark_in_first_row() -> int:  # the typed line's echo; the cursor has gone to the third row
+            shot = env.step({"type": "screenshot", "format": "png"}).screenshot
+            image = Image.open(io.BytesIO(base64.b64decode(shot.data))).convert("L")
+            return sum(image.crop((2, 2, 200, 14)).histogram()[:128])  # inside the window, whatever the font
+
+        env.step({"type": "type_text", "text": "✓✓ 日本語 αβγ\n"})
+        assert wait_until(lambda: dark_in_first_row() > 60, 10), dark_in_first_row()

@@ -55,7 +55,9 @@ Scale = Annotated[
         "Omit for screen pixels.",
     ),
 ]
-Coord = Annotated[int, Field(ge=0, le=32767)]
+# No upper bound here: off the screen is one rule with one message, checked against the screen in use
+# (check_screen), from a tool call, CodeAct or a batch alike.
+Coord = Annotated[int, Field(ge=0)]
 Point = tuple[Coord, Coord]
 ElementNumber = Annotated[
     int | None,
@@ -364,6 +366,8 @@ class AccessibilityTree(_Action):
     window: str | None = Field(None, max_length=200, description="Only windows whose title contains this.")
     visible_only: bool = Field(True, description="Only elements showing on screen.")
     interactive_only: bool = Field(False, description="Only elements you can act on (buttons, fields, links, ...).")
+    compact: bool = Field(False, description="Leave out elements with no name, text or value that you cannot act "
+                                             "on (panels, fillers): their children take their place.")
     max_depth: Annotated[int | None, Field(ge=1, le=64, description="Depth below each app to stop at.")] = None
     max_nodes: Annotated[int, Field(ge=1, le=10_000, description="Most elements to return.")] = 1000
     scale: Annotated[

@@ -73,7 +73,7 @@ class AppLauncher:
         if not os.path.exists(program):
             raise MissingDependencyError(f"app {app.label!r}: program {argv[0]!r} not found", program=argv[0])
         # Count window maps rather than compare window ids: a relaunched app may get its old ids back.
-        maps_before = self.events.map_count()
+        maps_before, overrides_before = self.events.map_count(), self.events.override_map_count()
         log_path = self._runtime / f"app-{len(self._apps)}-{app.label}.log"
         with open(log_path, "wb") as log_file:
             proc = self.spawn_agent(app.label, [program, *argv[1:]], env=self.app_env(app.env),
@@ -87,8 +87,22 @@ class AppLauncher:
                         f"app {app.label!r} exited with status {proc.returncode}: {log_tail(log_path)}"
                     )
                 if time.monotonic() > deadline:
-                    raise DisplayStartError(f"app {app.label!r} showed no window within {app.timeout}s")
+                    raise DisplayStartError(self._no_window(app, self.events.override_map_count() - overrides_before,
+                                                            log_path))
         return proc
+
+    @staticmethod
+    def _no_window(app: AppState, overrides: int, log_path: Path) -> str:
+        """What an app that mapped no managed window in time showed instead, and how to say when it is up."""
+        if overrides:
+            seen = (f"showed only {overrides} override-redirect window{'s' if overrides > 1 else ''} (a menu, a "
+                    "splash or a window that bypasses the window manager), no managed window")
+        else:
+            seen = "mapped no window"
+        tail = log_tail(log_path)
+        return (f"app {app.label!r} {seen} within {app.timeout:g}s; if that is how it shows itself, say when it is "
+                f"up in its start state: \"wait_for_window\": false (with a \"ready_command\" to probe it), or a "
+                f"longer \"timeout\" (serve --app takes the start state as JSON); its output: {tail}")
 
     def _start_apps(self, apps: list[AppState]) -> None:
         """Launch ``apps``, focus the newest one's window, and return once they are ready and the screen has

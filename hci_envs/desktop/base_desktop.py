@@ -117,6 +117,10 @@ class DesktopHealth:
     apps: dict[str, bool] = field(default_factory=dict)
 
 
+#: The X resources every app of the desktop reads (a start state's env may name another file).
+X_RESOURCES = Path(__file__).with_name("xresources")
+
+
 class BaseDesktop(abc.ABC):
     """A desktop's start state and agent side; its display is the subclass's. With ``account``, the agent's
     side runs as that account, and every process of the account ends when the desktop closes or its session
@@ -243,6 +247,7 @@ class BaseDesktop(abc.ABC):
             "XAUTHORITY": str(self._client_auth),
             "XDG_RUNTIME_DIR": str(self.agent_runtime),
             "TMPDIR": str(tmp),
+            "XENVIRONMENT": str(X_RESOURCES),  # fonts with the desktop's glyphs for xterm (see the file)
         })
         env.update(self._display_env())
         env.update(self.state.env)

@@ -58,6 +58,7 @@ class DamageWatch:
         self._recent: deque[tuple[float, tuple[int, int, int, int], bool]] = deque(maxlen=RECENT_CHANGES)
         self._damage_cond = threading.Condition()
         self._maps = 0
+        self._override_maps = 0  # menus, tooltips, splashes: and an app whose only window is one of them
         self.has_damage = bool(d.query_extension("DAMAGE"))
         #: The damage object on the whole screen (its DamageNotify events are ours; others are questions to
         #: apps, see :mod:`.acks`).
@@ -87,10 +88,14 @@ class DamageWatch:
 
     def on_map(self, event: Any) -> None:
         # top-levels only (a window asked about in app_acknowledged reports its own maps too)
-        if not event.override and event.event.id == self._root.id:
-            with self._damage_cond:
-                self._maps += 1
-                self._damage_cond.notify_all()
+        if event.event.id != self._root.id:
+            return
+        with self._damage_cond:
+            if event.override:
+                self._override_maps += 1
+                return
+            self._maps += 1
+            self._damage_cond.notify_all()
 
     def stopped(self) -> None:
         """The thread has ended: wake every waiter (they see ``alive()`` false)."""
@@ -119,6 +124,10 @@ class DamageWatch:
         """How many top-level windows (not menus or tooltips) have been mapped so far, exact up to now."""
 
         return int(self._call(lambda: self._flushed(lambda: self._maps)))
+
+    def override_map_count(self) -> int:
+        """How many override-redirect windows (menus, tooltips, splashes: not managed) have been mapped so far."""
+        return int(self._call(lambda: self._flushed(lambda: self._override_maps)))
 
     def wait_for_map(self, count: int, timeout: float) -> bool:
         """Block until more than ``count`` top-level windows have been mapped, or ``timeout`` seconds."""

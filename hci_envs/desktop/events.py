@@ -161,6 +161,9 @@ class DesktopEvents:
         """How many top-level windows have been mapped so far: :meth:`.damage.DamageWatch.map_count`."""
         return self._damage.map_count()
 
+    def override_map_count(self) -> int:
+        return self._damage.override_map_count()
+
     def wait_for_map(self, count: int, timeout: float) -> bool:
         return self._damage.wait_for_map(count, timeout)
 

@@ -12,7 +12,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from ..errors import DesktopDiedError, EnvironmentStateError
+from ..errors import DesktopDiedError, EnvironmentStateError, NotResetError
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class EpisodeTracker:
         if self.closed:
             raise EnvironmentStateError("the environment is closed")
         if not self.started:
-            raise EnvironmentStateError("the environment has not been reset yet; call reset() first")
+            raise NotResetError("the environment has not been reset yet; call reset() first")
         if self.truncated_reason is not None:
             raise DesktopDiedError(f"the episode was truncated ({self.truncated_reason}); call reset()")
 
@@ -80,7 +80,7 @@ class EpisodeTracker:
         if self.closed:
             raise EnvironmentStateError("the environment is closed")
         if not self.active:
-            raise EnvironmentStateError("step() before reset(): call reset() first")
+            raise NotResetError("step() before reset(): call reset() first")
         if self.truncated_reason is not None or self.done:
             raise EnvironmentStateError(
                 f"the episode is over ({self.truncated_reason or 'done'}); call reset() to start a new one"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import re
@@ -51,6 +52,16 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _app(given: str) -> Any:
+    """An --app: a command line, or an app's start state as a JSON object (``{"command": ..., "ready": ...}``)."""
+    if not given.lstrip().startswith("{"):
+        return {"command": given}
+    try:
+        return json.loads(given)
+    except ValueError as exc:
+        raise ConfigError(f"--app {given!r} starts like a JSON object but is not one: {exc}", field="app") from None
+
+
 def serve_config(args: argparse.Namespace, port: int, osworld_port: int | None = None) -> Any:
     """The ServerConfig of ``hci-envs serve ARGS`` on ``port`` (the tests build the server in process with it),
     with OSWorld's guest API on ``osworld_port`` if given."""
@@ -61,7 +72,7 @@ def serve_config(args: argparse.Namespace, port: int, osworld_port: int | None =
     if args.size:
         overrides["width"], overrides["height"] = args.size
     if args.app:
-        overrides["apps"] = [{"command": cmd} for cmd in args.app]
+        overrides["apps"] = [_app(cmd) for cmd in args.app]
     if getattr(args, "home_view", None):
         overrides["home_view"] = args.home_view
     if getattr(args, "home_template", None):
@@ -255,7 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--size", type=parse_size, help="screen size, e.g. 1280x800 (default from the environment)")
     p.add_argument("--env", default=os.environ.get("HCI_ENVS_ENV", DEFAULT_ENV),
                    help="environment: an installed name, module:Class or file.py:Class (or HCI_ENVS_ENV)")
-    p.add_argument("--app", action="append", metavar="CMD", help="app to launch on the desktop (repeatable)")
+    p.add_argument("--app", action="append", metavar="CMD",
+                   help="app to launch on the desktop (repeatable): a command, or its start state as JSON, e.g. "
+                        "'{\"command\": \"kiosk\", \"wait_for_window\": false}'")
     p.add_argument("--mode", choices=("simulation", "production"), default="simulation")
     p.add_argument("--max-sessions", type=int, default=8)
     p.add_argument("--lazy-default-session", action="store_true",

@@ -157,6 +157,17 @@ class HciApp:
 
             self._guest = OwnerGuard(guest_app(server.sessions.default), server.osworld_owner)
 
+    def _startup_said_in_one_line(self, send: Send) -> Send:
+        """The lifespan's ``send``, with a start-up that failed on our own error (an app that showed no window, a
+        missing program) told as that error's one line, not as the traceback Starlette formats."""
+        async def said(message: Any) -> None:
+            failure = self.hci.startup_error
+            if message.get("type") == "lifespan.startup.failed" and failure is not None:
+                message = {**message, "message": f"{failure.code}: {failure.message}"}
+            await send(message)
+
+        return said
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._guest is not None and scope["type"] in ("http", "websocket") and _on_guest_socket(scope, self.hci.config):
             clients = self.hci.clients  # a client like any other: the server is not orphaned while it works
@@ -169,8 +180,11 @@ class HciApp:
         await self._entry(scope, receive, send)
 
     async def _dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or scope["path"] == "/health":
-            await self._rest(scope, receive, send)  # the lifespan; health probes are no clients
+        if scope["type"] == "lifespan":
+            await self._rest(scope, receive, self._startup_said_in_one_line(send))
+            return
+        if scope["type"] != "http" and scope["type"] != "websocket" or scope["path"] == "/health":
+            await self._rest(scope, receive, send)  # health probes are no clients
             return
         clients = self.hci.clients
         clients.begin()
@@ -238,7 +252,11 @@ def create_app(config: ServerConfig) -> HciApp:
                 for hook in server.startup_hooks:
                     await hook()
                 if config.start_default_session:
-                    await server.sessions.create("default", start=not config.lazy_default_session)
+                    try:
+                        await server.sessions.create("default", start=not config.lazy_default_session)
+                    except HciEnvsError as exc:
+                        server.startup_error = exc
+                        raise
                 if config.on_ready is not None:
                     config.on_ready(server)
                 tg.start_soon(server.sessions.reap_forever)

@@ -99,6 +99,8 @@ class HciServer:
                                                 mode=config.mode).items()
         }
         self.task_suite = TaskSuite(config.tasks)
+        #: Our own error that stopped the server's start-up, said in one line (see ``HciApp``).
+        self.startup_error: Any = None
 
     async def reset_session(self, session: Session, options: dict[str, Any]) -> Any:
         """Reset ``session``: to its start state, a snapshot (``snapshot``), or a task (``task``: an id of the

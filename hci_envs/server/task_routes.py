@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 from fastapi import APIRouter, Body, Depends
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from ..errors import TaskNotFoundError
 from .core import HciServer
@@ -23,16 +23,17 @@ router = APIRouter(dependencies=CONTROL, tags=["Task API"])
 
 class SplitRequest(BaseModel):
     model_config = ConfigDict(extra="allow")  # OpenEnv's request messages carry a metadata field
-    split: str
+    split: str = Field(max_length=256)
 
 
+# Strict: JSON's true is not position 1, nor "1" a number (OpenEnv's clients send integers).
 class TaskIndexRequest(SplitRequest):
-    index: int
+    index: StrictInt
 
 
 class TaskRangeRequest(SplitRequest):
-    start: int | None = None
-    stop: int | None = None
+    start: StrictInt | None = None
+    stop: StrictInt | None = None
 
 
 def env_names(server: HciServer) -> list[str]:

@@ -18,6 +18,8 @@ seed, and its limits), never its checker: the answers stay on the server.
 
 from __future__ import annotations
 
+import reprlib
+
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -105,7 +107,8 @@ class TaskSplits:
     def _listed(self, split: str) -> list[Any]:
         if not isinstance(split, str) or split not in self._by_split:
             names = ", ".join(s.name for s in self.splits())
-            raise TaskNotFoundError(f"no split named {split!r}; the splits are {names}", split=split)
+            shown = reprlib.repr(split)  # a name is the caller's input: echo a bounded part of it
+            raise TaskNotFoundError(f"no split named {shown}; the splits are {names}", split=shown)
         return self._by_split[split]
 
     def _index(self, split: str, index: Any) -> int:
