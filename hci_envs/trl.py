@@ -422,7 +422,8 @@ class TrlDesktopEnv(metaclass=_Configurable):
         if self.config.get("text_view", "accessibility") != "accessibility":
             return ""
         with self._lock:
-            result = self._client.step({"type": "accessibility_tree", "max_nodes": TEXT_VIEW_NODES})
+            result = self._client.step({"type": "accessibility_tree", "compact": True,
+                                        "max_nodes": TEXT_VIEW_NODES})
         tree = result.observation.data
         if not isinstance(tree, dict) or not tree.get("nodes"):
             return ""  # apps that expose nothing (xterm, Tk): no view rather than an empty one

@@ -93,6 +93,26 @@ def test_the_tree_names_known_widgets_with_roles_states_values_and_text(widgets)
 
 
 @pytest.mark.x11
+def test_a_compact_tree_leaves_out_only_the_boxes_around_other_elements(widgets):
+    """compact drops what a reader learns nothing from (no name, text or value, nothing to act on) and keeps
+    everything else, each under its nearest kept ancestor."""
+    full = widgets.call_tool("accessibility_tree", {}).data["nodes"]
+    compact = widgets.call_tool("accessibility_tree", {"compact": True}).data["nodes"]
+
+    def telling(n: dict[str, Any]) -> bool:
+        return n["depth"] == 0 or n["interactive"] or bool(n["name"] or n.get("text")) or "value" in n
+
+    key = lambda n: (n["role"], n["name"], n.get("text"), tuple(n.get("box", ())))  # noqa: E731
+    dropped = [n for n in full if not telling(n)]
+    assert dropped and all(n["role"] in ("panel", "filler", "scroll pane", "viewport") or not n["name"]
+                           for n in dropped)
+    assert sorted(map(key, compact)) == sorted(key(n) for n in full if telling(n))
+    assert all(n["parent"] is None or compact[n["parent"] - 1]["depth"] == n["depth"] - 1 for n in compact)
+    assert len(widgets.call_tool("accessibility_tree", {"compact": True}).text) \
+        < len(widgets.call_tool("accessibility_tree", {}).text)
+
+
+@pytest.mark.x11
 def test_each_box_is_its_widget_a_click_at_its_centre_toggles_that_one(widgets):
     nodes = widgets.call_tool("accessibility_tree", {"interactive_only": True}).data["nodes"]
     assert all(n["interactive"] for n in nodes)
@@ -293,6 +313,15 @@ def test_libreoffice_writer_exposes_its_toolbar_and_a_mark_click_toggles_bold(a1
         assert wait_until(lambda: "checked" in (bold() or {}).get("states", ()), 5)
         menus = {n["name"] for n in env.call_tool("accessibility_tree", {}).data["nodes"] if n["role"] == "menu"}
         assert {"File", "Edit", "Format", "Table"} <= menus
+        # The document's text: its paragraphs are in the tree with what they say (LibreOffice says its text
+        # document manages its descendants, and gives the paragraphs in view when asked)
+        env.call_tool("type_text", {"text": "Plans for the méadow\nSecond line"})
+
+        def paragraphs() -> list[str]:
+            nodes = env.call_tool("accessibility_tree", {"app": "writer"}).data["nodes"]
+            return [n.get("text", "") for n in nodes if n["role"] == "paragraph"]
+
+        assert wait_until(lambda: paragraphs()[:2] == ["Plans for the méadow", "Second line"], 10), paragraphs()
     finally:
         env.close()
 

@@ -234,7 +234,8 @@ class Accessibility:
                 cached.setdefault(element.parent, []).append(element)
         for ref, kids in cached.items():
             kids.sort(key=lambda e: (e.index < 0, e.index, e.ref[1]))
-            elements[ref].children = [k.ref for k in kids] if len(kids) >= elements[ref].child_count else None
+            count = elements[ref].child_count  # below 0: not told (LibreOffice's documents): ask the element
+            elements[ref].children = [k.ref for k in kids] if 0 <= count <= len(kids) else None
         await self._walk(elements, root, query)
         for element in elements.values():
             element.app = app_element.app
@@ -326,6 +327,8 @@ class Accessibility:
             kept.append((element, depth))
         if query.interactive_only:
             kept = [(e, d) for e, d in kept if e.interactive]
+        if query.compact:  # what a reader learns nothing from: a box around other elements
+            kept = [(e, d) for e, d in kept if d == 0 or e.interactive or e.name or e.text or e.value is not None]
         nodes: list[dict[str, Any]] = []
         refs: dict[int, Ref] = {}
         numbers: dict[Ref, int] = {}  # kept elements: their number
@@ -354,7 +357,8 @@ class Accessibility:
                 node["text"] = element.text
             if element.value is not None:
                 node["value"] = element.value
-            if element.child_count > MAX_CHILDREN or "manages descendants" in element.states:
+            if element.child_count > MAX_CHILDREN or ("manages descendants" in element.states
+                                                       and not element.walkable):
                 node["children_omitted"] = element.child_count
             nodes.append(node)
             refs[number] = element.ref
@@ -371,6 +375,14 @@ class Accessibility:
 
         async def text(e: Element) -> None:
             reply = await c.call(e.ref[0], e.ref[1], I_TEXT, "GetText", "ii", [0, MAX_TEXT + 1])
+            if not reply[0]:
+                # LibreOffice answers nothing for an end past the text's length: ask for the length, then for no
+                # more than there is (only for an empty answer; an empty field costs one more call)
+                count = await c.call(e.ref[0], e.ref[1], I_PROPERTIES, "Get", "ss", [I_TEXT, "CharacterCount"])
+                length = getattr(count[0], "value", count[0])
+                if not isinstance(length, int) or isinstance(length, bool) or not 0 < length <= MAX_TEXT:
+                    return
+                reply = await c.call(e.ref[0], e.ref[1], I_TEXT, "GetText", "ii", [0, length])
             e.text = cut(reply[0], MAX_TEXT) or None
 
         async def value(e: Element) -> None:

@@ -95,7 +95,11 @@ class Element:
 
     @property
     def walkable(self) -> bool:
-        return "manages descendants" not in self.states and 0 < self.child_count <= MAX_CHILDREN
+        if "manages descendants" in self.states:
+            # Not a table: Calc's sheet gives -1 too (too many cells to count) and asking for its children stalls
+            # the app. LibreOffice's text documents give -1 and the paragraphs in view, the text an agent reads.
+            return self.role in ("document text",) and self.child_count < 0
+        return 0 < self.child_count <= MAX_CHILDREN
 
 
 def cut(text: Any, limit: int) -> str:
@@ -130,6 +134,7 @@ class Query:
     window: str | None = None
     visible_only: bool = True
     interactive_only: bool = False
+    compact: bool = False
     max_depth: int | None = None
     max_nodes: int = 1000
 

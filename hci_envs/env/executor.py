@@ -264,8 +264,8 @@ class Executor:
         from ..desktop.a11y_model import Query
 
         tree = self.read_tree(Query(app=a.app, window=a.window, visible_only=a.visible_only,
-                                    interactive_only=a.interactive_only, max_depth=a.max_depth,
-                                    max_nodes=a.max_nodes))
+                                    interactive_only=a.interactive_only, compact=a.compact,
+                                    max_depth=a.max_depth, max_nodes=a.max_nodes))
         tree = tree.scaled(a.scale or 1.0)
         return ActionResult(a.type, tree.outline(), tree.to_dict())
 
