@@ -51,6 +51,13 @@ class TaskSuite:
                     self._tasks = {t.id: t for t in load_tasks(self.source or BUILTIN)}
             return self._tasks
 
+    def require_checkers(self) -> None:
+        """Refuse, naming what to install, when a checker of these tasks cannot run on this machine (it would
+        score every episode 0): :mod:`hci_envs.tasks.needs`."""
+        from .needs import require_checkers
+
+        require_checkers(self.tasks().values(), f"the tasks {self.source or 'built in'}")
+
     def splits(self) -> Any:
         """The catalog as OpenEnv's task API shows it (:mod:`hci_envs.tasks.splits`)."""
         from .splits import TaskSplits

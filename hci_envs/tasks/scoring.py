@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, EnvironmentStateError, HciEnvsError
+from ..errors import ConfigError, EnvironmentStateError, HciEnvsError, MissingDependencyError
 from .checkers import (
     AccessibilityCheck,
     AllCheck,
@@ -145,6 +145,13 @@ def _one(check: Any, env: Any, live: Live) -> tuple[bool, str]:
                                  text=True, timeout=check.timeout, start_new_session=True)
         except subprocess.TimeoutExpired:
             return False, f"`{check.run}` timed out"
+        if out.returncode == 127:  # the shell found no such program: the machine's lack, or the agent's?
+            from .needs import missing
+
+            lacking = missing(check)
+            if lacking:
+                raise MissingDependencyError(f"the checker's command `{check.run}` needs {lacking[0].fix()}",
+                                             program=lacking[0].name)
         if check.exit_code is not None and out.returncode != check.exit_code:
             return False, f"`{check.run}` exited {out.returncode}"
         if check.stdout_equals is not None and out.stdout != check.stdout_equals:
@@ -278,6 +285,8 @@ def _parse_agent_file(env: Any, where: str, parse: Any, kind: str) -> tuple[Any,
         return parse(_agent_bytes(env, where)), ""
     except OSError as exc:
         return None, f"{where}: unreadable ({exc.strerror or exc})"
+    except MissingDependencyError:
+        raise  # this machine lacks a reader: no score at all, never a zero (hci_envs.tasks.needs)
     except HciEnvsError as exc:
         return None, f"{where}: {exc.message}"
     except Exception as exc:  # noqa: BLE001

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import plugins
-from ..errors import ConfigError, HciEnvsError
+from ..errors import ConfigError, HciEnvsError, MissingDependencyError
 from ..protocol import Observation
+from .needs import require_checkers
 from .reports import RunReport, TaskResult, write_reports
 from .scoring import Score
 from .spec import TaskSpec, load_tasks
@@ -65,6 +66,7 @@ class World:
             raise HciEnvsError("a world needs at least one task")
         if isinstance(tasks, str | Path):
             warn_if_readable_by_agents(Path(tasks))
+        require_checkers(self.tasks, "World")
         if sessions < 1:
             raise ConfigError("sessions must be at least 1", field="sessions")
         if sessions > 1 and env is not None and env_factory is None:
@@ -254,6 +256,8 @@ class _Runner:
         else:
             try:
                 result_score = world.score(task, env=env)
+            except MissingDependencyError:
+                raise  # the machine's lack, not the task's result: no zero for it (hci_envs.tasks.needs)
             except Exception as exc:  # noqa: BLE001
                 result_score, error = Score(0.0, False, []), error or f"scoring failed: {_describe(exc)}"
         return TaskResult(task.id, result_score.value, result_score.passed, steps,
