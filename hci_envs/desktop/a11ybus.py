@@ -15,13 +15,13 @@ import os
 import shutil
 import socket
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
 from ..errors import MissingDependencyError
 from ..sandbox.processes import ProcessSupervisor
+from ..sandbox.watchdog import remove_temporary_dir, temporary_dir
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class AccessibilityBus:
         self.log_dir = log_dir
         # The socket's folder: the server's, and only traversable by others (a socket file needs write access
         # to connect, which the server grants the socket itself once it exists).
-        self.folder = Path(tempfile.mkdtemp(prefix="hci-envs-a11y-"))
+        self.folder = temporary_dir("hci-envs-a11y-")
         os.chmod(self.folder, 0o711)
         self.socket = self.folder / "bus"
         self.address = f"unix:path={self.socket}"
@@ -157,4 +157,4 @@ class AccessibilityBus:
         for proc in (self._registry, self._daemon):
             if proc is not None:
                 self.processes.stop(proc, timeout=0.5)
-        shutil.rmtree(self.folder, ignore_errors=True)
+        remove_temporary_dir(self.folder)

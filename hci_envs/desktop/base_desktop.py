@@ -16,7 +16,6 @@ import logging
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 from ..errors import ConfigError, DesktopDiedError, MissingDependencyError
 from ..protocol import AppState, StartState
 from ..sandbox.accounts import AGENT_PATH, AgentAccount, remove_private_dir
+from ..sandbox.watchdog import remove_temporary_dir, temporary_dir
 from ..sandbox.processes import ProcessSupervisor
 from . import quiescence
 
@@ -142,7 +142,7 @@ class BaseDesktop(abc.ABC):
         self.max_processes = max_processes
         self.processes = ProcessSupervisor()
         # the server's runtime directory: cookies, logs, the window manager's configuration, the VNC socket
-        self._runtime = Path(tempfile.mkdtemp(prefix="hci-envs-desktop-"))
+        self._runtime = temporary_dir("hci-envs-desktop-")
         # the agent's runtime directory (XDG_RUNTIME_DIR, TMPDIR, its copy of the cookie), private to it
         if account is not None:
             self.agent_runtime = account.private_dir("hci-envs-agent-")
@@ -365,7 +365,7 @@ class BaseDesktop(abc.ABC):
         self._close_display_server()
         if self.account is not None:
             remove_private_dir(self.agent_runtime)
-        shutil.rmtree(self._runtime, ignore_errors=True)
+        remove_temporary_dir(self._runtime)
         for link, holder in list(_LINK_HOLDERS.items()):
             if holder is self:
                 del _LINK_HOLDERS[link]

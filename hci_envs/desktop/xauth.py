@@ -11,12 +11,13 @@ from __future__ import annotations
 import atexit
 import os
 import secrets
-import shutil
 import socket
 import struct
 import tempfile
 import threading
 from pathlib import Path
+
+from ..sandbox.watchdog import remove_temporary_dir, temporary_dir
 
 _FAMILY_LOCAL = 256
 _FAMILY_WILD = 0xFFFF
@@ -69,7 +70,7 @@ class ProcessAuthority:
 
     def _file(self) -> Path:
         if self._path is None:
-            directory = Path(tempfile.mkdtemp(prefix="hci-envs-xauth-"))
+            directory = temporary_dir("hci-envs-xauth-")
             self._path = directory / "Xauthority"
             os.environ["XAUTHORITY"] = str(self._path)
             atexit.register(self._remove, os.getpid())
@@ -82,7 +83,7 @@ class ProcessAuthority:
     def _remove(self, owner: int) -> None:
         """At exit, the file and its folder go too (only in the process that made them, not a fork)."""
         if self._path is not None and os.getpid() == owner:
-            shutil.rmtree(self._path.parent, ignore_errors=True)
+            remove_temporary_dir(self._path.parent)
 
     def add(self, display_number: int, cookie: bytes) -> None:
         with self._lock:
@@ -98,7 +99,7 @@ class ProcessAuthority:
             elif self._path is not None:
                 # The last display is gone: so is the folder. atexit alone does not do: uvicorn ends a server
                 # on SIGTERM by raising the signal again once it has shut down, and then no atexit runs.
-                shutil.rmtree(self._path.parent, ignore_errors=True)
+                remove_temporary_dir(self._path.parent)
                 self._path = None
 
     def _flush(self) -> None:

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import CapacityError, ConfigError
-from .watchdog import WATCHDOG
+from .watchdog import WATCHDOG, remove_temporary_dir, temporary_dir
 
 log = logging.getLogger(__name__)
 
@@ -206,9 +206,7 @@ class AgentAccount:
         directory but not rename it away or put a symlink in its place: in a sticky /tmp its own directory
         would be its to move, and the server, which empties and fills it as itself, would follow the
         symlink. :func:`remove_private_dir` removes both."""
-        import tempfile
-
-        parent = Path(tempfile.mkdtemp(prefix=prefix))
+        parent = temporary_dir(prefix)
         parent.chmod(0o711)
         path = parent / PRIVATE_DIR_NAME
         path.mkdir(mode=0o700)
@@ -224,8 +222,7 @@ PRIVATE_DIR_PREFIXES = ("hci-envs-home-", "hci-envs-agent-")
 
 def remove_private_dir(path: Path) -> None:
     """Remove a directory :meth:`AgentAccount.private_dir` made, with the folder around it."""
-    target = path.parent if path.name == PRIVATE_DIR_NAME else path
-    shutil.rmtree(target, ignore_errors=True)
+    remove_temporary_dir(path.parent if path.name == PRIVATE_DIR_NAME else path)
 
 
 _PF_EXITING = 0x4  # include/linux/sched.h

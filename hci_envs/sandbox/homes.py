@@ -14,11 +14,11 @@ import errno
 import os
 import shutil
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from .accounts import AgentAccount, remove_private_dir
+from .watchdog import remove_temporary_dir, temporary_dir
 from ..errors import ConfigError, SnapshotError
 
 #: The most a snapshot may hold, in bytes of data (holes of sparse files do not count).
@@ -37,7 +37,7 @@ class HomeStore:
         if account is not None:
             self.path = account.private_dir("hci-envs-home-")
         else:
-            self.path = Path(tempfile.mkdtemp(prefix="hci-envs-home-"))
+            self.path = temporary_dir("hci-envs-home-")
         self._snapshots: dict[str, Path] = {}
         self._snapshot_root: Path | None = None
 
@@ -72,7 +72,7 @@ class HomeStore:
         """Capture the home under ``name``. The caller stops the agent's processes for the duration."""
         check_snapshot_name(name)
         if self._snapshot_root is None:
-            self._snapshot_root = Path(tempfile.mkdtemp(prefix="hci-envs-snapshots-"))
+            self._snapshot_root = temporary_dir("hci-envs-snapshots-")
         target = self._snapshot_root / name
         partial = self._snapshot_root / f".partial-{name}"
         shutil.rmtree(partial, ignore_errors=True)
@@ -107,7 +107,7 @@ class HomeStore:
     def close(self) -> None:
         remove_private_dir(self.path)
         if self._snapshot_root is not None:
-            shutil.rmtree(self._snapshot_root, ignore_errors=True)
+            remove_temporary_dir(self._snapshot_root)
 
 
 def check_snapshot_name(name: object) -> None:

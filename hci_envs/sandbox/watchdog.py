@@ -1,12 +1,16 @@
 """The process-wide watchdog, from the server's side: a small process (``watchdog_process.py``) that outlives
-a killed server and then ends what it guarded (process groups, and every process of leased agent accounts).
+a killed server and then ends what it guarded (process groups, and every process of leased agent accounts) and
+removes the temporary folders it was told of (homes, runtime folders with their X authority files): see
+:func:`temporary_dir` and :func:`remove_temporary_dir`.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import Protocol
@@ -67,6 +71,12 @@ class _Watchdog:
     def release_account(self, account: GuardedAccount) -> None:
         self._send_if_running(f"-u {account.uid}")
 
+    def guard_folder(self, path: Path) -> None:
+        self._send(f"+p {_path_line(path)}")
+
+    def release_folder(self, path: Path) -> None:
+        self._send_if_running(f"-p {_path_line(path)}")
+
     def _send_if_running(self, line: str) -> None:
         if self._proc is not None and self._pid == os.getpid():
             try:
@@ -76,3 +86,24 @@ class _Watchdog:
 
 
 WATCHDOG = _Watchdog()
+
+
+def _path_line(path: Path) -> str:
+    text = str(path)
+    if "\n" in text or not os.path.isabs(text):
+        raise ValueError(f"the watchdog takes absolute paths on one line, not {text!r}")
+    return text
+
+
+def temporary_dir(prefix: str) -> Path:
+    """A new folder in the system's temporary directory (``tempfile.mkdtemp``) that the watchdog removes if this
+    process dies before :func:`remove_temporary_dir` does: nothing of a session stays in /tmp after a kill -9."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    WATCHDOG.guard_folder(path)
+    return path
+
+
+def remove_temporary_dir(path: Path) -> None:
+    """Remove a folder of :func:`temporary_dir` and tell the watchdog it is gone."""
+    shutil.rmtree(path, ignore_errors=True)
+    WATCHDOG.release_folder(path)

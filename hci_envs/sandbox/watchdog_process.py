@@ -2,10 +2,12 @@
 
 Run by :class:`hci_envs.sandbox.processes.ProcessSupervisor` as a separate process in its own session, with
 its stdin a pipe from the parent. The parent writes ``+PGID`` when it starts a process group and ``-PGID``
-when it has reaped it, and ``+u UID GID LOCKFILE`` / ``-u UID`` when it leases and returns an agent account.
-End of file on stdin means the parent is gone: every group still registered gets SIGTERM, then SIGKILL after
-a grace period, and every process of each leased account gets SIGKILL (whatever its process group: daemons
-that called setsid are found by their uid). The watchdog holds each account's lease lock (shared with the
+when it has reaped it, ``+u UID GID LOCKFILE`` / ``-u UID`` when it leases and returns an agent account, and
+``+p PATH`` / ``-p PATH`` when it makes and removes a temporary folder. End of file on stdin means the parent is
+gone: every group still registered gets SIGTERM, then SIGKILL after a grace period, every process of each leased
+account gets SIGKILL (whatever its process group: daemons that called setsid are found by their uid), and then,
+with nothing left to write in them, the folders still registered are removed (a symlink put in a folder's place
+is not followed). The watchdog holds each account's lease lock (shared with the
 parent) until those processes are gone, so no other server can lease the account before then.
 
 It runs as the server's user, so agent accounts cannot signal it. Standard library only, so it starts fast and
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -82,7 +85,15 @@ def main() -> None:
     grace = float(sys.argv[1]) if len(sys.argv) > 1 else 2.0
     groups: set[int] = set()
     accounts: dict[int, tuple[int, int]] = {}  # uid -> (gid, lock file descriptor)
+    folders: set[bytes] = set()
     for line in sys.stdin.buffer:
+        if line[:3] in (b"+p ", b"-p "):
+            path = line[3:].rstrip(b"\n")
+            if line.startswith(b"+"):
+                folders.add(path)
+            else:
+                folders.discard(path)
+            continue
         parts = line.split()
         try:
             if len(parts) == 4 and parts[0] == b"+u":
@@ -111,6 +122,11 @@ def main() -> None:
     for uid, (gid, _fd) in accounts.items():
         _kill_account(uid, gid)
     _kill_all(groups, grace)
+    for folder in folders:
+        try:
+            shutil.rmtree(folder)  # refuses a symlink in the folder's place
+        except OSError:
+            pass
     for _gid, fd in accounts.values():
         os.close(fd)
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import EnvironmentStateError
 from ..protocol import Observation
+from ..sandbox.watchdog import remove_temporary_dir, temporary_dir
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ class TaskManager:
         digest = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()[:16]
         with self._lock:
             if self._templates is None:
-                self._templates = Path(tempfile.mkdtemp(prefix="hci-envs-tasks-"))
+                self._templates = temporary_dir("hci-envs-tasks-")
             templates = self._templates
         template = templates / f"{task.id}-{digest}"
         if not template.exists():
@@ -141,5 +142,5 @@ class TaskManager:
             except Exception:  # noqa: BLE001 - one service that fails to stop leaves the others to stop
                 log.exception("stopping a task's service failed")
         if self._templates is not None:
-            shutil.rmtree(self._templates, ignore_errors=True)
+            remove_temporary_dir(self._templates)
             self._templates = None

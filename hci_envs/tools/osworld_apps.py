@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import atexit
 import os
-import shutil
-import tempfile
 from pathlib import Path
+
+from ..sandbox.watchdog import remove_temporary_dir, temporary_dir
 
 _bin: Path | None = None
 #: A folder where an image has written the programs already (write_programs): a container's /tmp is mounted
@@ -42,8 +42,8 @@ def agent_bin() -> Path:
     if prepared:
         return Path(prepared)
     if _bin is None or not _bin.is_dir():
-        folder = write_programs(tempfile.mkdtemp(prefix="hci-envs-osworld-bin-"))
-        atexit.register(shutil.rmtree, folder, True)
+        folder = write_programs(str(temporary_dir("hci-envs-osworld-bin-")))
+        atexit.register(remove_temporary_dir, folder)
         _bin = folder
     return _bin
 
