@@ -133,7 +133,8 @@ def serve(args: argparse.Namespace) -> int:
     env_class = config.env_class
     config.on_ready = lambda server: _print_ready(server, sys.stdout)
     app = create_app(config)
-    app.hci.task_suite.require_checkers()  # before anything starts: a checker that cannot run scores nothing
+    if args.tasks:  # before anything starts: a checker that cannot run scores nothing
+        app.hci.task_suite.require_checkers()
     isolation = app.hci.isolation
     if (args.control_token or args.agent_token) and isolation.mode == "uid":
         raise ConfigError("secrets on the command line are readable by every local user, agents included "

@@ -340,7 +340,8 @@ class IsolationStatus:
     accounts: int
 
     def to_dict(self) -> dict[str, object]:
-        return {"mode": self.mode, "reason": self.reason, "accounts": self.accounts}
+        processes = process_view()[1] if self.mode == "uid" else "every process (agents run as the server's user)"
+        return {"mode": self.mode, "reason": self.reason, "accounts": self.accounts, "other_processes": processes}
 
     def lease(self) -> Lease | None:
         """An account for one environment (None without isolation)."""
@@ -348,6 +349,38 @@ class IsolationStatus:
 
 
 _DETECTED: IsolationStatus | None = None
+
+#: Run as root in the agent's new mount namespace, before its program: /proc mounted again with hidepid=2, so
+#: that its processes see their own account's processes only (not other sessions' command lines, nor the
+#: server's). The agent cannot unmount it: it has no capability, and the mount namespace is not its own.
+_HIDE_PROCESSES = 'mount -t proc -o hidepid=2 proc /proc || exit 125; exec "$@"'
+_PROCESS_VIEW: tuple[list[str], str] | None = None
+
+
+def process_view() -> tuple[list[str], str]:
+    """The command that starts an agent's program with other accounts' processes hidden ([] where this process
+    cannot do that), and what agents see of other processes, in words (``/metadata``'s isolation)."""
+    global _PROCESS_VIEW
+    if _PROCESS_VIEW is None:
+        _PROCESS_VIEW = _detect_process_view()
+    return _PROCESS_VIEW
+
+
+def _detect_process_view() -> tuple[list[str], str]:
+    if os.geteuid() != 0:
+        return [], "every process (hiding them takes a root server, which mounts /proc again for each agent)"
+    try:
+        prefix = [_program("unshare"), "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+                  _HIDE_PROCESSES, "sh"]
+    except ConfigError as exc:
+        return [], f"every process ({exc.message})"
+    try:
+        trial = subprocess.run([*prefix, "true"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [], f"every process (a mount namespace could not be made: {exc})"
+    if trial.returncode != 0:
+        return [], f"every process (/proc could not be mounted again: {trial.stderr.strip()[:200]})"
+    return prefix, "their own account's only (/proc with hidepid=2 in a mount namespace of their own)"
 
 
 def resolve_isolation(requested: Isolation | IsolationStatus = "auto") -> IsolationStatus:

@@ -136,11 +136,15 @@ class ProcessSupervisor:
         """Start ``argv`` in a new process group; as ``account`` when given (with a private umask), else as
         this process's user without its capabilities. ``namespace`` is a command that runs first, with this
         process's privileges, and execs the rest (a mount namespace of the agent's own, say)."""
+        hide: list[str] = []
         if account is not None:
+            from .accounts import process_view
+
             argv = account.command(argv, max_processes=max_processes)
+            hide = process_view()[0]  # first of all: the agent's /proc shows its own processes only
         elif _ambient_capabilities():
             argv = _drop_capabilities(argv)
-        argv = [*namespace, *argv]
+        argv = [*hide, *namespace, *argv]
         proc = subprocess.Popen(
             list(argv),
             env=dict(env) if env is not None else None,

@@ -106,7 +106,13 @@ def load_tasks(source: str | Path) -> list[TaskSpec]:
         return _unique(tasks, str(path))
     if not path.exists():
         raise TaskFormatError(f"{path}: no such file")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TaskFormatError(f"{path}: cannot be read ({exc.strerror or exc}); the task files are readable by "
+                              "the server's user only") from None
+    except UnicodeDecodeError as exc:
+        raise TaskFormatError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     if path.suffix == ".jsonl":
         tasks = []
         for number, line in enumerate(text.splitlines(), start=1):
