@@ -16,10 +16,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from conftest import need, need_programs
+from helpers import ServerProcess, free_port
 
 TASK = "term-hello"
 
@@ -84,34 +87,49 @@ def test_episodes_export_as_chat_data_with_tool_calls_and_screens(episodes, tmp_
     assert "images" not in text_only and all(isinstance(m["content"], str) for m in text_only["messages"])
 
 
+#: The oracle's actions: a short prompt keeps the tiny model's training short.
+TOOLS = ("type_text", "wait")
+
+
+def sft_model(episodes: Path, tmp_path: Path, **shape: int) -> Path:
+    """The oracle's episode as text-only chat data (the tiny model has no vision), and a tiny model built on it
+    and taught by SFT to make the oracle's tool calls: ``tmp_path / "sft-model"``. ``shape``: tiny_lm.build's."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    import tiny_lm
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    sft = export(episodes, tmp_path / "sft.parquet", "--images", "none", "--tools", ",".join(TOOLS))
+    sft = sft.remove_columns("episode")
+    model_dir = tiny_lm.build(tmp_path / "model", list(sft), **shape)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    sft_trainer = SFTTrainer(
+        model=AutoModelForCausalLM.from_pretrained(model_dir), processing_class=tokenizer,
+        train_dataset=sft.select([0] * 8),
+        args=SFTConfig(output_dir=str(tmp_path / "sft"), max_steps=120, learning_rate=5e-3,
+                       per_device_train_batch_size=8, logging_steps=50, max_length=4096, use_cpu=True, bf16=False,
+                       report_to="none", save_strategy="no", seed=0, dataloader_num_workers=0))
+    sft_trainer.train()
+    sft_trainer.save_model(str(tmp_path / "sft-model"))
+    tokenizer.save_pretrained(tmp_path / "sft-model")
+    return tmp_path / "sft-model"
+
+
 @pytest.mark.x11
 def test_grpo_trains_on_desktops_through_the_shipped_environment(episodes, tmp_path):
     need_trl()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    import tiny_lm
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer, SFTConfig, SFTTrainer
+    from trl import GRPOConfig, GRPOTrainer
 
     from hci_envs.trl import TrlDesktopEnv, close_all, task_dataset
 
-    # 1. the oracle's episode, as text-only chat data (the tiny model has no vision)
-    tools = ("type_text", "wait")  # the oracle's actions: a short prompt keeps the tiny model's training short
-    sft = export(episodes, tmp_path / "sft.parquet", "--images", "none", "--tools", ",".join(tools))
-    sft = sft.remove_columns("episode")
-    model_dir = tiny_lm.build(tmp_path / "model", list(sft))
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-
-    # 2. SFT: the tiny model learns to make the oracle's tool calls
+    # 1-2. the oracle's episode as text-only chat data, and the tiny model taught by SFT to make its tool calls
+    sft_model(episodes, tmp_path)
     common = dict(use_cpu=True, bf16=False, report_to="none", save_strategy="no", seed=0, dataloader_num_workers=0)
-    sft_trainer = SFTTrainer(
-        model=AutoModelForCausalLM.from_pretrained(model_dir), processing_class=tokenizer,
-        train_dataset=sft.select([0] * 8),
-        args=SFTConfig(output_dir=str(tmp_path / "sft"), max_steps=120, learning_rate=5e-3,
-                       per_device_train_batch_size=8, logging_steps=50, max_length=4096, **common))
-    sft_trainer.train()
-    sft_trainer.save_model(str(tmp_path / "sft-model"))
-    tokenizer.save_pretrained(tmp_path / "sft-model")
+    tools = TOOLS
 
     # 3. GRPO on desktops: the shipped class, its tools, its reward (the task's checker)
     class KeepLogs(TrainerCallback):
@@ -155,6 +173,89 @@ def test_grpo_trains_on_desktops_through_the_shipped_environment(episodes, tmp_p
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(t.model_dump_json() + "\n" for t in _tasks() if t.id == TASK))
     train(TrlDesktopEnv.configure("Owned", max_sessions=4, tools=tools, tasks=str(tasks), split="all"))
+
+
+ASYNC_PEER = Path(__file__).parent / "trl_async_peer" / "train.py"
+
+
+def vllm_python() -> str:
+    path = os.environ.get("HCI_ENVS_VLLM_PYTHON") or str(Path(__file__).parent.parent / ".venv-vllm" / "bin" / "python")
+    need(os.access(path, os.X_OK), f"vLLM's environment ({path}): python3 -m hci_envs install --test makes it")
+    return path
+
+
+@contextmanager
+def vllm_server(python: str, model: Path, log_path: Path) -> Iterator[str]:
+    """vLLM's OpenAI server on ``model``, on CPU, with runtime LoRA adapters (how TRL's async trainer syncs
+    weights without a GPU) and its development routes (the trainer pauses and resumes generation around a sync)."""
+    import httpx
+
+    port = free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_SERVER_DEV_MODE": "1", "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "1",
+           "VLLM_CPU_KVCACHE_SPACE": "1"}
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", "127.0.0.1",
+             "--port", str(port), "--dtype", "float32", "--max-model-len", "4096", "--enable-lora",
+             "--max-lora-rank", "8", "--max-loras", "4"], stdout=log, stderr=subprocess.STDOUT, env=env,
+            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert proc.poll() is None, f"vLLM's server exited {proc.returncode}: {log_path.read_text()[-3000:]}"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, f"vLLM's server did not start: {log_path.read_text()[-3000:]}"
+            time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+@pytest.mark.vllm
+def test_async_grpo_trains_on_desktops_from_a_dataset_and_from_tasks_the_environment_draws(episodes, tmp_path):
+    """TRL's AsyncGRPOTrainer, unchanged: the model generates on a vLLM server, rollouts run in the trainer's
+    spawned worker with the configured class as it pickled, tool results reach the model as strings (the text
+    view), and the task's checker is the reward; once with a dataset of tasks, once with none (each group's task
+    drawn from the server's task API). Every session the worker opened is closed when it ends."""
+    import secrets
+
+    import httpx
+
+    need_trl()
+    python = vllm_python()
+    model = sft_model(episodes, tmp_path, heads=2, kv_heads=1)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(t.model_dump_json() + "\n" for t in _tasks() if t.id == TASK))
+    control = secrets.token_urlsafe(24)
+    with ServerProcess("--tasks", str(tasks), "--max-sessions", "6", "--lazy-default-session",
+                       env={"HCI_ENVS_CONTROL_TOKEN": control}) as server, \
+            vllm_server(python, model, tmp_path / "vllm.log") as vllm_url:
+        for name, data in (("AsyncFromDataset", {"tasks": str(tasks)}), ("AsyncOwned", {"split": "all"})):
+            spec = {"model": str(model), "vllm_url": vllm_url, "server_url": server.base_url,
+                    "control_token": control, "name": name, "tools": list(TOOLS), "out": str(tmp_path / name),
+                    **data}
+            (tmp_path / f"{name}.json").write_text(json.dumps(spec))
+            done = subprocess.run([python, str(ASYNC_PEER), str(tmp_path / f"{name}.json")], capture_output=True,
+                                  text=True, timeout=900, env={**os.environ, "HCI_ENVS_STRICT": ""})
+            assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+            seen = json.loads(done.stdout.strip().splitlines()[-1])
+            assert seen["global_step"] == 2, seen
+            # the async trainer logs each step's means without a "/mean" (the class's reward column is its name)
+            steps = [log for log in seen["logs"] if f"rewards/{name}" in log]
+            assert len(steps) == 2, seen["logs"]
+            assert all(log.get("tools/call_frequency", 0) > 0 for log in steps), steps  # the calls ran on desktops
+            assert max(log[f"rewards/{name}"] for log in steps) > 0, steps  # and the checker saw their effect
+            with httpx.Client(base_url=server.base_url, headers={"authorization": f"Bearer {control}"}) as http:
+                assert [s["session_id"] for s in http.get("/sessions").json()] == ["default"], name
 
 
 def _tasks() -> list:

@@ -48,9 +48,10 @@ def tokenizer_from(corpus: list[str], vocab_size: int = 4096) -> Any:
     return tokenizer
 
 
-def build(out: Path, conversations: list[dict[str, Any]], *, seed: int = 0) -> Path:
+def build(out: Path, conversations: list[dict[str, Any]], *, seed: int = 0, heads: int = 4, kv_heads: int = 2) -> Path:
     """A tokenizer trained on ``conversations`` (rows of ``messages`` and ``tools``, as rendered by the chat
-    template) and an untrained tiny model, saved to ``out``."""
+    template) and an untrained tiny model, saved to ``out``. Its attention heads are 64 / ``heads`` wide: vLLM's
+    CPU attention takes 32 and more (``heads=2``), not the default's 16."""
     import json
 
     import torch
@@ -63,7 +64,8 @@ def build(out: Path, conversations: list[dict[str, Any]], *, seed: int = 0) -> P
     tokenizer = tokenizer_from(corpus * 4)
     config = Qwen2Config(
         vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, tie_word_embeddings=True,
+        num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=4096,
+        tie_word_embeddings=True,
         bos_token_id=None, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     model = Qwen2ForCausalLM(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id

