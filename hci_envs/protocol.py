@@ -168,6 +168,8 @@ class EnvState(BaseModel):
     vnc_view_url: str | None = None
     isolation: str = Field("none", description='"uid": the agent side runs as an account of its own; "none": as '
                                                 'the server\'s user (no containment).')
+    limits: dict[str, Any] | None = Field(None, description="What the kernel lets the agent side take (processes "
+                                          "and threads, memory in bytes, CPU weight) and what enforces it.")
     spare: dict[str, Any] | None = Field(None, description="The spare desktop a reset swaps in: its state "
                                          "(ready, preparing, idle, off) and why it is off; None without one.")
 

@@ -24,6 +24,7 @@ from typing import Any
 from ..errors import ConfigError, DesktopDiedError, MissingDependencyError
 from ..protocol import AppState, StartState
 from ..sandbox.accounts import AGENT_PATH, AgentAccount, remove_private_dir
+from ..sandbox.limits import Limits, hierarchy
 from ..sandbox.watchdog import remove_temporary_dir, temporary_dir
 from ..sandbox.processes import ProcessSupervisor
 from . import quiescence
@@ -131,7 +132,7 @@ class BaseDesktop(abc.ABC):
     no_accessibility: str | None = None
 
     def __init__(self, state: StartState | None = None, *, home: str | None = None,
-                 account: AgentAccount | None = None, max_processes: int = 0) -> None:
+                 account: AgentAccount | None = None, max_processes: int = 0, limits: Limits | None = None) -> None:
         #: The declared screen, window manager, apps and variables (a start state; its home template and
         #: clipboard are the environment's business).
         self.state = state or StartState()
@@ -140,6 +141,11 @@ class BaseDesktop(abc.ABC):
         self.home_path = home
         self.account = account
         self.max_processes = max_processes
+        #: The kernel's limits on the agent side (its account's control groups), where they can be had.
+        self.limits = limits
+        self.groups = hierarchy().account(account.uid) if account is not None and limits is not None else None
+        if self.groups is not None:
+            self.groups.apply(limits)  # type: ignore[arg-type]
         self.processes = ProcessSupervisor()
         # the server's runtime directory: cookies, logs, the window manager's configuration, the VNC socket
         self._runtime = temporary_dir("hci-envs-desktop-")
@@ -274,7 +280,24 @@ class BaseDesktop(abc.ABC):
                                    "/bin/sh", "-c", _BIND_HOME, self.home, view]
             argv = ["/bin/sh", "-c", _ENTER, cwd, *argv]
         return self.processes.spawn(name, argv, account=self.account,  # type: ignore[arg-type]
-                                    max_processes=self.max_processes, **kwargs)
+                                    max_processes=self.max_processes,
+                                    groups=self.groups.procs_files() if self.groups is not None else (), **kwargs)
+
+    def limits_enforced(self) -> str | None:
+        """What the kernel did to the agent side for its limits since the last time this was asked, in words for
+        the agent's next observation; None when nothing."""
+        if self.groups is None or self.limits is None:
+            return None
+        enforced = self.groups.enforced_since_apply()
+        said = []
+        if enforced.get("memory"):
+            said.append(f"the kernel stopped {enforced['memory']} process(es) of this session: its memory limit "
+                        f"({self.limits.memory // 1024**2} MiB) was reached" if self.limits.memory else
+                        f"the kernel stopped {enforced['memory']} process(es) of this session for memory")
+        if enforced.get("processes"):
+            said.append(f"{enforced['processes']} new process(es) or thread(s) were refused: this session may run "
+                        f"{self.limits.processes} at once")
+        return "; ".join(said) or None
 
     def _hold_view_link(self, link: Path) -> None:
         """Point the view link at this desktop's home, unless another open desktop holds it: a link is one
@@ -314,6 +337,8 @@ class BaseDesktop(abc.ABC):
             self.stop_apps()
             return
         self.account.kill_all()
+        if self.groups is not None:
+            self.groups.wait_empty()
         self.forget_apps()
         for _name, proc in self.processes.processes():
             if proc.poll() is not None:

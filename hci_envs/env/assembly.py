@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError
 from ..sandbox.accounts import Isolation, IsolationStatus, resolve_isolation
 from ..sandbox.homes import DEFAULT_MAX_SNAPSHOT_BYTES
+from ..sandbox.limits import Limits
 from ..tasks.manager import TaskManager
 from ..tools.codeact import CodeRunner
 from .episode import EpisodeTracker
@@ -77,6 +78,8 @@ class EnvironmentParts:
     isolation: IsolationStatus
     #: The next episode's desktop, prepared in the background; None without one.
     spare: SpareDesktop | None = None
+    #: What the kernel lets each episode's agent side take (hci_envs.sandbox.limits).
+    limits: Limits = field(default_factory=Limits.default)
 
 
 def desktop_factory(choice: str | DesktopFactory | None) -> DesktopFactory:
@@ -101,6 +104,7 @@ def assemble(
     paste_keys: str = DEFAULT_PASTE_KEYS,
     isolation: Isolation = "auto",
     max_agent_processes: int = 0,
+    limits: Limits | dict[str, Any] | None = None,
     max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES,
     desktop: str | DesktopFactory | None = None,
     spare: bool = False,
@@ -109,9 +113,11 @@ def assemble(
     tool calls and the spare's preparation, get its bound methods, used only once it is built)."""
     status = resolve_isolation(isolation)
     factory = desktop_factory(desktop)
+    # the kernel's limits on each session's agent side: the machine's defaults, or what was asked
+    enforced = limits if isinstance(limits, Limits) else Limits.from_options(limits)
 
     def make_desktop(state: Any, *, home: str, account: Any) -> VirtualDesktop:
-        return factory(state, home=home, account=account, max_processes=max_agent_processes)
+        return factory(state, home=home, account=account, max_processes=max_agent_processes, limits=enforced)
 
     return EnvironmentParts(
         make_desktop=make_desktop,
@@ -123,4 +129,5 @@ def assemble(
         tasks=TaskManager(),
         isolation=status,
         spare=SpareDesktop(env.prepare_spare) if spare else None,
+        limits=enforced,
     )

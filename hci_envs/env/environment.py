@@ -43,6 +43,7 @@ from ..errors import (
 from ..protocol import EnvState, ImageData, Mode, Observation, ObservationSpec, StartState
 from ..sandbox.homes import check_snapshot_name
 from ..sandbox.interpreter import DEFAULT_CODE_OUTPUT, DEFAULT_CODE_TIMEOUT
+from ..sandbox.limits import status as limits_status
 from ..tools.registry import ToolOutput, ToolSpec
 from .spare import DesktopParts
 from .steps import CallToolAction, CodeAction, ListToolsAction, ToolCall, parse_step_item
@@ -120,6 +121,7 @@ class Environment(EnvironmentTools):
         self.spare = parts.spare
         #: Whether the agent side runs as an account of its own ("uid") or as this process's user ("none").
         self.isolation = parts.isolation
+        self.limits = parts.limits
         # What the current episode runs on: its desktop (None until the first reset), home and agent account.
         self.desktop: VirtualDesktop | None = None
         current = self.new_desktop_parts()
@@ -182,6 +184,7 @@ class Environment(EnvironmentTools):
             episode_id=e.id, step_count=e.step_count, seed=e.seed, task=task.id if task is not None else None,
             screen_width=self.declared_state.width, screen_height=self.declared_state.height, mode=self.mode,
             done=e.done, truncated_reason=e.truncated_reason, isolation=self.isolation.mode,
+            limits=limits_status(self.limits, self.isolation.mode == "uid"),
             spare=self.spare.status() if self.spare is not None else None, **self.hooks.info,
         )
 
@@ -231,10 +234,22 @@ class Environment(EnvironmentTools):
             deadline.check(spec.name)
             arguments = _bounded_timeout(spec, arguments)
             try:
-                return spec.call(self, arguments)
+                output = spec.call(self, arguments)
             except DesktopDiedError as exc:
                 self.episode.truncate(str(exc))
                 raise
+            return self._with_limit_notice(output)
+
+    def _with_limit_notice(self, output: Any) -> Any:
+        """``output`` with what the kernel did for the session's limits since the last result, if anything: a
+        process it stopped for memory, forks it refused (the agent learns why its program died)."""
+        enforced = self.desktop.limits_enforced() if self.desktop is not None else None
+        if not enforced or not isinstance(output, ToolOutput):
+            return output
+        output.text = f"[limit] {enforced}" + (f"\n{output.text}" if output.text else "")
+        if isinstance(output.data, dict):
+            output.data = {**output.data, "limit": enforced}
+        return output
 
     def run_code(self, code: str, *, timeout: float = DEFAULT_CODE_TIMEOUT,
                  max_output: int = DEFAULT_CODE_OUTPUT) -> Any:
@@ -577,6 +592,9 @@ class Environment(EnvironmentTools):
             except DesktopError as exc:
                 self.episode.truncate(str(exc))
                 return self._truncated_observation([text])
+        enforced = self.desktop.limits_enforced() if self.desktop is not None else None
+        if enforced:  # what the kernel did for the session's limits since the last observation
+            text = f"[limit] {enforced}" + (f"\n{text}" if text else "")
         return Observation(screenshot=shot, accessibility_tree=tree, marks=marks, text=text, done=self.episode.done)
 
     def _truncated_observation(self, texts: list[str]) -> Observation:

@@ -90,6 +90,12 @@ def serve_config(args: argparse.Namespace, port: int, osworld_port: int | None =
     if observation:
         env_kwargs["observation"] = observation
     env_kwargs["spare"] = True if args.spare is None else args.spare
+    limits = {"memory": getattr(args, "limit_memory", None), "processes": getattr(args, "limit_processes", None),
+              "cpu_weight": getattr(args, "limit_cpu_weight", None)}
+    if any(value is not None for value in limits.values()):
+        from ..sandbox.limits import Limits
+
+        env_kwargs["limits"] = Limits.from_options({k: v for k, v in limits.items() if v is not None})
     control_token, agent_token = _secret_options(args)
     return ServerConfig.from_env(
         host=args.host, port=port, env_class=env_class, env_kwargs=env_kwargs, mode=args.mode,
@@ -290,6 +296,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "(uid where possible; default, or HCI_ENVS_ISOLATION)")
     p.add_argument("--max-agent-processes", type=int, default=None,
                    help="processes each session's agent account may run (RLIMIT_NPROC; default: no limit)")
+    p.add_argument("--limit-memory", metavar="SIZE",
+                   help="memory each session's agent side may use, e.g. 2G (default: an eighth of the machine's, "
+                        "at least 2G); enforced by the kernel (cgroups) where the server is root")
+    p.add_argument("--limit-processes", type=int, metavar="N",
+                   help="processes and threads each session's agent side may run at once (default 1024)")
+    p.add_argument("--limit-cpu-weight", type=int, metavar="W",
+                   help="each session's share of the CPU against the others' (1 to 10000, default 100)")
     p.add_argument("--public-url", default=os.environ.get("HCI_ENVS_PUBLIC_URL"),
                    help="base URL to print and report, e.g. behind a proxy or a port mapping (or HCI_ENVS_PUBLIC_URL)")
     p.add_argument("--no-vnc", action="store_true", help="serve no VNC (no /vnc/ page, no x11vnc)")

@@ -354,7 +354,22 @@ _DETECTED: IsolationStatus | None = None
 #: that its processes see their own account's processes only (not other sessions' command lines, nor the
 #: server's). The agent cannot unmount it: it has no capability, and the mount namespace is not its own.
 _HIDE_PROCESSES = 'mount -t proc -o hidepid=2 proc /proc || exit 125; exec "$@"'
+#: Before that, the program joins its account's control groups (hci_envs.sandbox.limits): the files named up to
+#: "--" get its pid, while it is still root's to write them.
+_JOIN_GROUPS = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; '
 _PROCESS_VIEW: tuple[list[str], str] | None = None
+
+
+def agent_start(group_files: Sequence[str] = ()) -> list[str]:
+    """The root-run start of an agent's program, before it becomes the agent: it joins its account's control
+    groups (``group_files``, their cgroup.procs) and gets a /proc that shows its own account's processes only,
+    where this process can do each; [] where it can do neither."""
+    hide = process_view()[0]
+    if hide:
+        return [*hide[:-2], _JOIN_GROUPS + _HIDE_PROCESSES, "sh", *group_files, "--"]
+    if group_files:
+        return ["/bin/sh", "-c", _JOIN_GROUPS + 'exec "$@"', "sh", *group_files, "--"]
+    return []
 
 
 def process_view() -> tuple[list[str], str]:
@@ -375,7 +390,8 @@ def _detect_process_view() -> tuple[list[str], str]:
     except ConfigError as exc:
         return [], f"every process ({exc.message})"
     try:
-        trial = subprocess.run([*prefix, "true"], capture_output=True, text=True, timeout=10)
+        trial = subprocess.run([*prefix[:-2], _JOIN_GROUPS + _HIDE_PROCESSES, "sh", "--", "true"],
+                               capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return [], f"every process (a mount namespace could not be made: {exc})"
     if trial.returncode != 0:

@@ -132,19 +132,22 @@ class ProcessSupervisor:
         account: AgentAccount | None = None,
         max_processes: int = 0,
         namespace: Sequence[str] = (),
+        groups: Sequence[str] = (),
     ) -> subprocess.Popen[bytes]:
         """Start ``argv`` in a new process group; as ``account`` when given (with a private umask), else as
         this process's user without its capabilities. ``namespace`` is a command that runs first, with this
-        process's privileges, and execs the rest (a mount namespace of the agent's own, say)."""
-        hide: list[str] = []
+        process's privileges, and execs the rest (a mount namespace of the agent's own, say). An account's
+        program first joins the control groups whose cgroup.procs files ``groups`` names (its session's limits)
+        and gets a /proc of its own (:func:`~hci_envs.sandbox.accounts.agent_start`)."""
+        start: list[str] = []
         if account is not None:
-            from .accounts import process_view
+            from .accounts import agent_start
 
             argv = account.command(argv, max_processes=max_processes)
-            hide = process_view()[0]  # first of all: the agent's /proc shows its own processes only
+            start = agent_start(groups)  # first of all, as root: the session's limits, its own /proc
         elif _ambient_capabilities():
             argv = _drop_capabilities(argv)
-        argv = [*hide, *namespace, *argv]
+        argv = [*start, *namespace, *argv]
         proc = subprocess.Popen(
             list(argv),
             env=dict(env) if env is not None else None,

@@ -15,6 +15,8 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
+from ..errors import ConfigError
+
 
 class GuardedAccount(Protocol):
     """What the watchdog needs of an agent account (:class:`~hci_envs.sandbox.accounts.AgentAccount`, which
@@ -91,7 +93,7 @@ WATCHDOG = _Watchdog()
 def _path_line(path: Path) -> str:
     text = str(path)
     if "\n" in text or not os.path.isabs(text):
-        raise ValueError(f"the watchdog takes absolute paths on one line, not {text!r}")
+        raise ConfigError(f"the watchdog takes absolute paths on one line, not {text!r}")
     return text
 
 

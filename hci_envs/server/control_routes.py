@@ -28,6 +28,8 @@ from ..errors import (
     wire_form,
 )
 from ..protocol import EnvState, Observation
+from ..sandbox.limits import Limits
+from ..sandbox.limits import status as limits_status
 from ..tools.registry import in_mode
 from ..env.steps import STEP_ACTION_SCHEMA
 from .core import HciServer
@@ -91,6 +93,8 @@ async def metadata(server: HciServer = Depends(get_server)) -> dict[str, Any]:
         "max_sessions": server.config.max_sessions,
         "supports_concurrent_sessions": True,
         "isolation": server.isolation.to_dict(),
+        "limits": limits_status(server.config.env_kwargs.get("limits") or Limits.default(),
+                                server.isolation.mode == "uid"),
     }
 
 

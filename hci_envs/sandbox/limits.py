@@ -1,0 +1,284 @@
+"""Per-session limits the kernel enforces: how many processes (threads count too), how much memory and what
+share of the CPU each agent account may take, so that one agent cannot take the machine, the server or the
+other sessions down.
+
+The mechanism is the kernel's control groups, one group per agent account under the server's own group of
+each controller (so a limit set on the server, by a container or a CI host, still bounds them all):
+cgroup v2 where the server's group is writable (``pids.max``, ``memory.max``, ``cpu.weight``), else the v1
+controllers a root server can write (``pids.max``, ``memory.limit_in_bytes``, ``cpu.shares``). The agent's
+programs are put in their account's group by the root-run start of each program (before it becomes the
+agent), and everything they start stays there: a group is left only by writing to another group's files,
+which are root's. Nothing polls: the kernel refuses the fork past ``processes`` and stops (OOM-kills) the
+largest process of the group past ``memory``; what it did is read back from the group's event counters
+(``events``) and said in the session's next observation.
+
+Where neither is available (a server that is not root, in a container for one), the limits are the
+container's own (Docker's ``--memory``, ``--pids-limit``) and the process limit an RLIMIT_NPROC per account;
+:func:`mechanism` says which holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+#: The group, under the server's own, that holds one group per agent account.
+GROUP = "hci-envs-agents"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one session's agent side may take. ``None``: no limit of that kind."""
+
+    processes: int | None = None
+    memory: int | None = None  # bytes
+    cpu_weight: int = 100  # a share against the other sessions (cgroup v2's weight; 100 is the default)
+
+    @classmethod
+    def default(cls, max_sessions: int = 8) -> Limits:
+        """Derived from the machine: each session may take a fair part of its memory (at least 2 GiB, and never
+        more than 3/4 of it, so the server and the rest keep room) and 1024 processes and threads."""
+        total = _total_memory()
+        share = max(2 * 1024**3, total // max(1, max_sessions))
+        return cls(processes=1024, memory=min(share, total * 3 // 4) if total else None)
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any] | None, base: Limits | None = None) -> Limits:
+        """``{"processes": N, "memory": "2G" | bytes, "cpu_weight": W}`` over ``base`` (or the defaults)."""
+        base = base or cls.default()
+        if not options:
+            return base
+        unknown = set(options) - {"processes", "memory", "cpu_weight"}
+        if unknown:
+            raise ConfigError(f"unknown limits: {', '.join(sorted(unknown))} (processes, memory, cpu_weight)",
+                              field="limits")
+        processes = options.get("processes", base.processes)
+        memory = parse_size(options["memory"]) if "memory" in options else base.memory
+        weight = options.get("cpu_weight", base.cpu_weight)
+        if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int)
+                                      or processes < 16):
+            raise ConfigError(f"limits.processes is an integer of at least 16, or null, not {processes!r}",
+                              field="limits")
+        if memory is not None and memory < 64 * 1024**2:
+            raise ConfigError(f"limits.memory is at least 64M, or null, not {memory!r}", field="limits")
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 10_000:
+            raise ConfigError(f"limits.cpu_weight is an integer from 1 to 10000, not {weight!r}", field="limits")
+        return cls(processes, memory, weight)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"processes": self.processes, "memory": self.memory, "cpu_weight": self.cpu_weight}
+
+
+def parse_size(value: Any) -> int | None:
+    """Bytes from ``2G``, ``512M``, ``1.5G``, a number of bytes, or None."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, str):
+        text = value.strip().upper().removesuffix("B").removesuffix("I")
+        factor = {"K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}.get(text[-1:], 1)
+        try:
+            return int(float(text[:-1] if factor > 1 else text) * factor)
+        except ValueError:
+            pass
+    raise ConfigError(f"a size is a number of bytes or like 512M or 2G, not {value!r}", field="limits")
+
+
+def _total_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 0
+
+
+class AccountGroups:
+    """The control groups of one agent account: made once, limits written at each lease, events read back."""
+
+    def __init__(self, uid: int, paths: dict[str, Path], version: int) -> None:
+        self.uid = uid
+        self.paths = paths  # controller ("pids", "memory", "cpu") -> the account's group folder
+        self.version = version
+        self._seen: dict[str, int] = {}
+
+    def apply(self, limits: Limits) -> None:
+        """Write ``limits`` (a lease: the account's next session's)."""
+        v2 = self.version == 2
+        values = {
+            "pids": ("pids.max", "max" if limits.processes is None else str(limits.processes)),
+            "memory": ("memory.max" if v2 else "memory.limit_in_bytes",
+                       ("max" if v2 else "-1") if limits.memory is None else str(limits.memory)),
+            "cpu": ("cpu.weight" if v2 else "cpu.shares",
+                    str(limits.cpu_weight if v2 else max(2, limits.cpu_weight * 1024 // 100))),
+        }
+        for controller, (name, value) in values.items():
+            if controller in self.paths:
+                (self.paths[controller] / name).write_text(value)
+        if not v2 and "memory" in self.paths and limits.memory is not None:
+            try:  # the swap a group may use beside its memory: none more (where swap accounting is on)
+                (self.paths["memory"] / "memory.memsw.limit_in_bytes").write_text(str(limits.memory))
+            except OSError:
+                pass
+        self._seen = self.counters()
+
+    def wait_empty(self, timeout: float = 5.0) -> bool:
+        """Wait until the group holds no task: its killed processes' zombies count against its process limit
+        until their new parent (init) reaps them, and the next episode must not start without room."""
+        import time
+
+        pids = self.paths.get("pids")
+        if pids is None:
+            return True
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if int((pids / "pids.current").read_text()) == 0:
+                    return True
+            except (OSError, ValueError):
+                return True
+            if time.monotonic() > deadline:
+                log.info("the control group %s still holds tasks after %.0fs (zombies init has not reaped)", pids,
+                         timeout)
+                return False
+            time.sleep(0.02)
+
+    def procs_files(self) -> list[str]:
+        """The files a program's start writes its pid into, one per controller."""
+        return sorted(str(path / "cgroup.procs") for path in set(self.paths.values()))
+
+    def counters(self) -> dict[str, int]:
+        """How often the kernel has enforced each limit so far: refused forks, OOM kills."""
+        out: dict[str, int] = {}
+        pids = self.paths.get("pids")
+        if pids is not None:
+            out["processes"] = _event(pids / ("pids.events" if self.version == 1 else "pids.events"), "max")
+        memory = self.paths.get("memory")
+        if memory is not None:
+            out["memory"] = _event(memory / ("memory.events" if self.version == 2 else "memory.oom_control"),
+                                   "oom_kill")
+        return out
+
+    def enforced_since_apply(self) -> dict[str, int]:
+        """What the kernel enforced since the last :meth:`apply` or call of this: ``{"memory": 1}`` after an
+        OOM kill, say; empty when nothing."""
+        now = self.counters()
+        fresh = {k: v - self._seen.get(k, 0) for k, v in now.items() if v > self._seen.get(k, 0)}
+        self._seen = now
+        return fresh
+
+
+def _event(path: Path, key: str) -> int:
+    try:
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+class _Hierarchy:
+    """Where this machine lets this process make groups, found once."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.bases: dict[str, Path] = {}
+        self.reason = ""
+        self._detect()
+
+    def _detect(self) -> None:
+        if os.geteuid() != 0:
+            self.reason = "the server is not root (a container's own limits hold, and RLIMIT_NPROC)"
+            return
+        own = _own_groups()
+        unified = CGROUP_ROOT / own.get("", "/").lstrip("/")
+        if (CGROUP_ROOT / "cgroup.controllers").exists():
+            wanted = {"pids", "memory", "cpu"}
+            enabled = set((unified / "cgroup.controllers").read_text().split()) if unified.exists() else set()
+            if wanted <= enabled and self._make(unified / GROUP, version=2, controllers=wanted):
+                self.version = 2
+                self.bases = {c: unified / GROUP for c in wanted}
+                return
+        bases = {}
+        for controller in ("pids", "memory", "cpu"):
+            mount = CGROUP_ROOT / controller
+            if not (mount / "cgroup.procs").exists():
+                continue
+            base = mount / own.get(controller, "/").lstrip("/") / GROUP
+            if self._make(base, version=1, controllers={controller}):
+                bases[controller] = base
+        if bases:
+            self.version, self.bases = 1, bases
+        else:
+            self.reason = self.reason or "no control group controller this process can write"
+
+    def _make(self, base: Path, *, version: int, controllers: set[str]) -> bool:
+        try:
+            base.mkdir(exist_ok=True)
+            if version == 2:  # hand the controllers down to the accounts' groups
+                (base / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in sorted(controllers)))
+            return True
+        except OSError as exc:
+            self.reason = f"cannot make {base} ({exc.strerror or exc})"
+            return False
+
+    def account(self, uid: int) -> AccountGroups | None:
+        if not self.bases:
+            return None
+        paths = {}
+        for controller, base in self.bases.items():
+            path = base / f"uid-{uid}"
+            try:
+                path.mkdir(exist_ok=True)
+            except OSError as exc:
+                log.warning("cannot make the control group %s: %s", path, exc)
+                return None
+            paths[controller] = path
+        return AccountGroups(uid, paths, self.version)
+
+
+def _own_groups() -> dict[str, str]:
+    """This process's group in each hierarchy: controller name ('' for v2's unified one) -> path."""
+    out: dict[str, str] = {}
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        _id, names, path = line.split(":", 2)
+        for name in names.split(",") if names else [""]:
+            out[name] = path
+    return out
+
+
+_HIERARCHY: _Hierarchy | None = None
+
+
+def hierarchy() -> _Hierarchy:
+    global _HIERARCHY
+    if _HIERARCHY is None:
+        _HIERARCHY = _Hierarchy()
+    return _HIERARCHY
+
+
+def status(limits: Limits, isolated: bool) -> dict[str, Any]:
+    """The limits and what enforces them, as ``state()`` and ``/metadata`` report them."""
+    how = mechanism() if isolated else "none: the agent side runs as the server's user (no account to limit)"
+    return {**limits.to_dict(), "enforced_by": how}
+
+
+def mechanism() -> str:
+    """What enforces the limits here, in words (``/metadata`` and ``state()``)."""
+    found = hierarchy()
+    if found.version == 2:
+        return "cgroup v2 (pids, memory, cpu) per agent account"
+    if found.version == 1:
+        return f"cgroup v1 ({', '.join(sorted(found.bases))}) per agent account"
+    return f"none here: {found.reason}"
