@@ -117,14 +117,21 @@ class AccountGroups:
             "cpu": ("cpu.weight" if v2 else "cpu.shares",
                     str(limits.cpu_weight if v2 else max(2, limits.cpu_weight * 1024 // 100))),
         }
-        for controller, (name, value) in values.items():
-            if controller in self.paths:
-                (self.paths[controller] / name).write_text(value)
-        if not v2 and "memory" in self.paths and limits.memory is not None:
-            try:  # the swap a group may use beside its memory: none more (where swap accounting is on)
-                (self.paths["memory"] / "memory.memsw.limit_in_bytes").write_text(str(limits.memory))
-            except OSError:
-                pass
+        # v1 keeps memory+swap at or above memory: lift it first, then set both (where swap is accounted)
+        memsw = self.paths["memory"] / "memory.memsw.limit_in_bytes" if not v2 and "memory" in self.paths else None
+        if memsw is not None and not memsw.exists():
+            memsw = None
+        try:
+            if memsw is not None:
+                memsw.write_text("-1")
+            for controller, (name, value) in values.items():
+                if controller in self.paths:
+                    (self.paths[controller] / name).write_text(value)
+            if memsw is not None and limits.memory is not None:
+                memsw.write_text(str(limits.memory))  # no swap beyond the memory limit
+        except OSError as exc:
+            raise ConfigError(f"cannot set the limits of agent account {self.uid} ({exc.filename}: "
+                              f"{exc.strerror or exc})", field="limits") from None
         self._seen = self.counters()
 
     def wait_empty(self, timeout: float = 5.0) -> bool:
