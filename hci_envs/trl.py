@@ -386,12 +386,11 @@ class TrlDesktopEnv(metaclass=_Configurable):
         screen has settled: see ``Environment.catch_up``)."""
         if self._task is None:
             return None
+        return self._after_calls(self._score)
 
-        def score() -> float:
-            with self._lock:
-                return float(self._client.score()["score"])
-
-        return self._after_calls(score)
+    def _score(self) -> float:
+        with self._lock:
+            return float(self._client.score()["score"])
 
     def _reconnect(self) -> None:
         with self._lock:
@@ -526,9 +525,17 @@ def _image(shot: Any) -> Any:
 class AsyncTrlDesktopEnv(TrlDesktopEnv):
     """The same tools as coroutines: TRL gathers a rollout's async tool calls instead of running them one by
     one. The calls of one desktop still run one at a time and in the order TRL made them, on a worker thread
-    of the desktop's own (the event loop is never blocked); ``reset`` and ``get_reward`` wait for them."""
+    of the desktop's own (the event loop is never blocked); ``reset`` and ``get_reward`` wait for them, and
+    ``get_reward`` is a coroutine too (both of TRL's trainers await it), so other rollouts go on while a checker
+    runs."""
 
     _asynchronous = True
+
+    async def get_reward(self) -> float | None:  # type: ignore[override]
+        if self._task is None:
+            return None
+        # on the desktop's one worker: after every call submitted before it, as the sync form's _after_calls
+        return await asyncio.get_running_loop().run_in_executor(self._worker(), self._score)
 
 
 TrlDesktopEnv._install_tools(DEFAULT_TOOLS)

@@ -337,7 +337,8 @@ def test_the_environment_class_without_a_trainer(x11):
         async_env.reset(task=TASK)
         assert inspect.iscoroutinefunction(type(async_env).type_text)
         assert asyncio.run(async_env.type_text(text=SLOW_HELLO)).startswith("typed")
-        assert async_env.get_reward() == 1.0
+        assert inspect.iscoroutinefunction(type(async_env).get_reward)  # both trainers await it
+        assert asyncio.run(async_env.get_reward()) == 1.0
 
         factories = environment_factories(terminal={"tools": ("type_text", "key")}, editor={"apps": ["mousepad"]})
         assert set(factories) == {"terminal", "editor"} and factories["terminal"] is not factories["editor"]
