@@ -1,6 +1,8 @@
-"""What containment costs: the same server with agents as accounts of their own (``--isolation uid``) and as
-the server's own user (``--isolation none``), measured side by side in one run, interleaved round by round so
-that the machine's drift hits both alike.
+"""What containment costs: the same server with agents as accounts of their own (``--isolation uid``, with the
+default per-session limits), as such accounts without limits (``--no-limits``: the cost of the control groups)
+and as the server's own user (``--isolation none``), measured side by side in one run, interleaved round by
+round so that the machine's drift hits them alike. Every uid mode hides other accounts' processes (/proc
+mounted again per agent program): that cost is in uid against none.
 
   * step latency over MCP: ``click`` (an input action), ``screenshot`` (JPEG 1280x800), ``bash`` (a command:
     one process started as the agent's account);
@@ -22,7 +24,7 @@ from common import Report, measure
 
 from helpers import McpClient, ServerProcess
 
-MODES = ("none", "uid")
+MODES = ("none", "uid", "uid-no-limits")
 
 
 def main() -> None:
@@ -33,7 +35,8 @@ def main() -> None:
     rounds = args.rounds or (3 if args.quick else 6)
     n = 10 if args.quick else 25
     report = Report("containment")
-    servers = {mode: ServerProcess("--env", "workstation", "--app", "xterm", "--isolation", mode, "--no-vnc")
+    servers = {mode: ServerProcess("--env", "workstation", "--app", "xterm", "--isolation", mode.split("-")[0],
+                                   "--no-vnc", *(["--no-limits"] if mode.endswith("no-limits") else []))
                for mode in MODES}
     samples: dict[str, list[float]] = {}
     try:
@@ -43,7 +46,7 @@ def main() -> None:
         for mode, server in servers.items():
             with server.http() as http:
                 state = http.get("/state").json()
-            assert state["isolation"] == mode, state
+            assert state["isolation"] == mode.split("-")[0], state
             clients[mode] = McpClient(state["mcp_tools_url"]).__enter__()
         for _round in range(rounds):
             for mode, server in servers.items():
@@ -79,6 +82,8 @@ def main() -> None:
         for key, target in targets.items():
             ratio = report.rows[f"{key} [uid]"]["p50_ms"] / report.rows[f"{key} [none]"]["p50_ms"]
             report.value(f"cost of containment: {key}", f"{ratio:.2f}x (target at most {target}x)")
+            limits = report.rows[f"{key} [uid]"]["p50_ms"] / report.rows[f"{key} [uid-no-limits]"]["p50_ms"]
+            report.value(f"cost of the limits: {key}", f"{limits:.2f}x (uid with limits / uid without)")
         for client in clients.values():
             client.__exit__(None, None, None)
     finally:

@@ -95,3 +95,15 @@ def test_a_fork_bomb_and_a_memory_hog_stop_at_their_sessions_limits_and_the_othe
         finally:
             a.__exit__(None, None, None)
             b.__exit__(None, None, None)
+
+
+@pytest.mark.fake
+def test_serve_takes_limits_or_none_and_refuses_both():
+    from helpers import serve_config
+
+    config = serve_config("--limit-memory", "1G", "--limit-processes", "200", port=1)
+    assert config.env_kwargs["limits"] == Limits(processes=200, memory=1024**3)
+    assert not serve_config("--no-limits", port=1).env_kwargs["limits"].any
+    with pytest.raises(ConfigError, match="contradict"):
+        serve_config("--no-limits", "--limit-memory", "1G", port=1)
+    assert "limits" not in serve_config(port=1).env_kwargs  # the machine's defaults, made by each environment

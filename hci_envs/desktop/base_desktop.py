@@ -143,7 +143,8 @@ class BaseDesktop(abc.ABC):
         self.max_processes = max_processes
         #: The kernel's limits on the agent side (its account's control groups), where they can be had.
         self.limits = limits
-        self.groups = hierarchy().account(account.uid) if account is not None and limits is not None else None
+        self.groups = hierarchy().account(account.uid) if account is not None and limits is not None \
+            and limits.any else None
         if self.groups is not None:
             self.groups.apply(limits)  # type: ignore[arg-type]
         self.processes = ProcessSupervisor()

@@ -92,7 +92,13 @@ def serve_config(args: argparse.Namespace, port: int, osworld_port: int | None =
     env_kwargs["spare"] = True if args.spare is None else args.spare
     limits = {"memory": getattr(args, "limit_memory", None), "processes": getattr(args, "limit_processes", None),
               "cpu_weight": getattr(args, "limit_cpu_weight", None)}
-    if any(value is not None for value in limits.values()):
+    if getattr(args, "no_limits", False):
+        from ..sandbox.limits import Limits
+
+        if any(value is not None for value in limits.values()):
+            raise ConfigError("--no-limits and --limit-* contradict each other")
+        env_kwargs["limits"] = Limits.none()
+    elif any(value is not None for value in limits.values()):
         from ..sandbox.limits import Limits
 
         env_kwargs["limits"] = Limits.from_options({k: v for k, v in limits.items() if v is not None})
@@ -303,6 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="processes and threads each session's agent side may run at once (default 1024)")
     p.add_argument("--limit-cpu-weight", type=int, metavar="W",
                    help="each session's share of the CPU against the others' (1 to 10000, default 100)")
+    p.add_argument("--no-limits", action="store_true",
+                   help="no per-session limits: one agent can then take the whole machine (for measurements)")
     p.add_argument("--public-url", default=os.environ.get("HCI_ENVS_PUBLIC_URL"),
                    help="base URL to print and report, e.g. behind a proxy or a port mapping (or HCI_ENVS_PUBLIC_URL)")
     p.add_argument("--no-vnc", action="store_true", help="serve no VNC (no /vnc/ page, no x11vnc)")

@@ -51,6 +51,15 @@ class Limits:
         return cls(processes=1024, memory=min(share, total * 3 // 4) if total else None)
 
     @classmethod
+    def none(cls) -> Limits:
+        """No limit: the agent side may take the whole machine (``serve --no-limits``)."""
+        return cls(processes=None, memory=None)
+
+    @property
+    def any(self) -> bool:
+        return self.processes is not None or self.memory is not None or self.cpu_weight != 100
+
+    @classmethod
     def from_options(cls, options: dict[str, Any] | None, base: Limits | None = None) -> Limits:
         """``{"processes": N, "memory": "2G" | bytes, "cpu_weight": W}`` over ``base`` (or the defaults)."""
         base = base or cls.default()
@@ -278,6 +287,8 @@ def hierarchy() -> _Hierarchy:
 def status(limits: Limits, isolated: bool) -> dict[str, Any]:
     """The limits and what enforces them, as ``state()`` and ``/metadata`` report them."""
     how = mechanism() if isolated else "none: the agent side runs as the server's user (no account to limit)"
+    if not limits.any:
+        how = "none: no limits were asked for"
     return {**limits.to_dict(), "enforced_by": how}
 
 
