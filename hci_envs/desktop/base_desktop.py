@@ -338,12 +338,12 @@ class BaseDesktop(abc.ABC):
             self.stop_apps()
             return
         self.account.kill_all()
-        if self.groups is not None:
-            self.groups.wait_empty()
         self.forget_apps()
         for _name, proc in self.processes.processes():
             if proc.poll() is not None:
                 self.processes.stop(proc, timeout=0.1)  # forget and reap
+        if self.groups is not None:  # the next episode in fresh groups: zombies still count in these ones
+            self.groups = self.groups.renewed(self.limits)  # type: ignore[arg-type]
         self.account.sweep_files(keep=(self.agent_runtime, Path(self.home)))
         # the private temporary directory starts empty too
         tmp = self.agent_runtime / "tmp"
@@ -389,6 +389,8 @@ class BaseDesktop(abc.ABC):
             self.account.kill_all()
         self.processes.close()
         self._close_display_server()
+        if self.groups is not None:
+            self.groups.retire()
         if self.account is not None:
             remove_private_dir(self.agent_runtime)
         remove_temporary_dir(self._runtime)

@@ -2,8 +2,10 @@
 share of the CPU each agent account may take, so that one agent cannot take the machine, the server or the
 other sessions down.
 
-The mechanism is the kernel's control groups, one group per agent account under the server's own group of
-each controller (so a limit set on the server, by a container or a CI host, still bounds them all):
+The mechanism is the kernel's control groups, a group per episode of an agent account under the server's own
+group of each controller (so a limit set on the server, by a container or a CI host, still bounds them all;
+and a new episode is not charged for the zombies of the last one's killed processes, which count until init
+reaps them):
 cgroup v2 where the server's group is writable (``pids.max``, ``memory.max``, ``cpu.weight``), else the v1
 controllers a root server can write (``pids.max``, ``memory.limit_in_bytes``, ``cpu.shares``). The agent's
 programs are put in their account's group by the root-run start of each program (before it becomes the
@@ -19,6 +21,8 @@ container's own (Docker's ``--memory``, ``--pids-limit``) and the process limit 
 
 from __future__ import annotations
 
+import atexit
+import itertools
 import logging
 import os
 from dataclasses import dataclass
@@ -108,7 +112,9 @@ def _total_memory() -> int:
 
 
 class AccountGroups:
-    """The control groups of one agent account: made once, limits written at each lease, events read back."""
+    """The control groups of one agent account's episode: made with its limits, events read back, and retired
+    when the episode's processes are gone (:meth:`renewed`): the next episode starts in fresh groups, since
+    the killed processes' zombies count against the process limit until init reaps them."""
 
     def __init__(self, uid: int, paths: dict[str, Path], version: int) -> None:
         self.uid = uid
@@ -143,26 +149,18 @@ class AccountGroups:
                               f"{exc.strerror or exc})", field="limits") from None
         self._seen = self.counters()
 
-    def wait_empty(self, timeout: float = 5.0) -> bool:
-        """Wait until the group holds no task: its killed processes' zombies count against its process limit
-        until their new parent (init) reaps them, and the next episode must not start without room."""
-        import time
+    def renewed(self, limits: Limits) -> AccountGroups:
+        """Fresh groups for the account's next episode, with ``limits``; these are removed once empty."""
+        fresh = hierarchy().account(self.uid)
+        self.retire()
+        if fresh is not None:
+            fresh.apply(limits)
+        return fresh if fresh is not None else self
 
-        pids = self.paths.get("pids")
-        if pids is None:
-            return True
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if int((pids / "pids.current").read_text()) == 0:
-                    return True
-            except (OSError, ValueError):
-                return True
-            if time.monotonic() > deadline:
-                log.info("the control group %s still holds tasks after %.0fs (zombies init has not reaped)", pids,
-                         timeout)
-                return False
-            time.sleep(0.02)
+    def retire(self) -> None:
+        """Remove these groups, now or once the last zombie in them has been reaped."""
+        _DRAINING.extend(self.paths.values())
+        _remove_drained()
 
     def procs_files(self) -> list[str]:
         """The files a program's start writes its pid into, one per controller."""
@@ -246,11 +244,14 @@ class _Hierarchy:
             return False
 
     def account(self, uid: int) -> AccountGroups | None:
+        """New groups for an episode of account ``uid`` (named for the account, this server and the episode)."""
         if not self.bases:
             return None
+        _remove_drained()
         paths = {}
+        name = f"uid-{uid}-{os.getpid()}-{next(_EPISODES)}"
         for controller, base in self.bases.items():
-            path = base / f"uid-{uid}"
+            path = base / name
             try:
                 path.mkdir(exist_ok=True)
             except OSError as exc:
@@ -275,6 +276,21 @@ def _own_groups() -> dict[str, str]:
 
 
 _HIERARCHY: _Hierarchy | None = None
+_EPISODES = itertools.count(1)
+#: Retired groups not yet empty (a zombie is charged to its group until init reaps it): removed when they are.
+_DRAINING: list[Path] = []
+
+
+@atexit.register
+def _remove_drained() -> None:
+    for path in list(_DRAINING):
+        try:
+            path.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            continue  # still holds a task
+        _DRAINING.remove(path)
 
 
 def hierarchy() -> _Hierarchy:
