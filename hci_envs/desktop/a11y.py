@@ -234,8 +234,12 @@ class Accessibility:
                 cached.setdefault(element.parent, []).append(element)
         for ref, kids in cached.items():
             kids.sort(key=lambda e: (e.index < 0, e.index, e.ref[1]))
-            count = elements[ref].child_count  # below 0: not told (LibreOffice's documents): ask the element
-            elements[ref].children = [k.ref for k in kids] if 0 <= count <= len(kids) else None
+            parent = elements[ref]
+            # A count below 0 is "not told": the cache's children are all there is to know, except for an element
+            # that is walked for them instead (LibreOffice's text documents, whose cache has the focused
+            # paragraph only)
+            asked = parent.child_count < 0 and parent.walkable
+            parent.children = [k.ref for k in kids] if len(kids) >= parent.child_count and not asked else None
         await self._walk(elements, root, query)
         for element in elements.values():
             element.app = app_element.app
