@@ -11,6 +11,7 @@ scores 1.0, whatever the partial credit on the way.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -324,3 +325,18 @@ Check = Annotated[Union[FileCheck, JsonCheck, CommandCheck, PixelCheck, Document
                   Field(discriminator="type")]
 for _model in (AllCheck, AnyCheck, MeanCheck, Part, WeightedCheck, GateCheck):
     _model.model_rebuild()
+
+
+def leaves(check: Any) -> Iterator[Any]:
+    """Every simple check inside ``check``."""
+    if isinstance(check, AllCheck | AnyCheck | MeanCheck):
+        for child in check.checks:
+            yield from leaves(child)
+    elif isinstance(check, WeightedCheck):
+        for part in check.parts:
+            yield from leaves(part.check)
+    elif isinstance(check, GateCheck):
+        yield from leaves(check.gate)
+        yield from leaves(check.then)
+    else:
+        yield check

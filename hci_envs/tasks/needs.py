@@ -14,8 +14,7 @@ from typing import Any, NamedTuple
 
 from ..errors import MissingDependencyError
 from ..sandbox.accounts import AGENT_PATH  # a command check runs as the agent, on its PATH
-from .checkers import AllCheck, AnyCheck, CommandCheck, DocumentCheck, GateCheck, MeanCheck, SpreadsheetCheck, \
-    WeightedCheck
+from .checkers import CommandCheck, DocumentCheck, SpreadsheetCheck, leaves
 
 #: The Python modules each format's reader imports (hci_envs.tasks.documents), by check type and format.
 READERS = {
@@ -38,22 +37,14 @@ class Need(NamedTuple):
 
 def needs(check: Any) -> Iterator[Need]:
     """What ``check`` and the checks inside it need."""
-    if isinstance(check, AllCheck | AnyCheck | MeanCheck):
-        for part in check.checks:
-            yield from needs(part)
-    elif isinstance(check, WeightedCheck):
-        for weighted in check.parts:
-            yield from needs(weighted.check)
-    elif isinstance(check, GateCheck):
-        yield from needs(check.gate)
-        yield from needs(check.then)
-    elif isinstance(check, DocumentCheck | SpreadsheetCheck):
-        for module in READERS[check.type][check.format]:
-            yield Need("module", module)
-    elif isinstance(check, CommandCheck):
-        program = first_program(check.run)
-        if program is not None:
-            yield Need("program", program)
+    for leaf in leaves(check):
+        if isinstance(leaf, DocumentCheck | SpreadsheetCheck):
+            for module in READERS[leaf.type][leaf.format]:
+                yield Need("module", module)
+        elif isinstance(leaf, CommandCheck):
+            program = first_program(leaf.run)
+            if program is not None:
+                yield Need("program", program)
 
 
 def first_program(command: str) -> str | None:

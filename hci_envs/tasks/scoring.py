@@ -15,7 +15,6 @@ import logging
 import re
 import signal
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from .checkers import (
     PixelCheck,
     SpreadsheetCheck,
     WeightedCheck,
+    leaves,
 )
 
 log = logging.getLogger(__name__)
@@ -185,21 +185,6 @@ class Live:
     ended: dict[str, str] = field(default_factory=dict)
     #: OSWorld's rewards, by id() of their check: its evaluator reads the session live, as the agent left it.
     osworld: dict[int, tuple[float, str]] = field(default_factory=dict)
-
-
-def leaves(check: Any) -> Iterator[Any]:
-    """Every simple check inside ``check``."""
-    if isinstance(check, AllCheck | AnyCheck | MeanCheck):
-        for child in check.checks:
-            yield from leaves(child)
-    elif isinstance(check, WeightedCheck):
-        for part in check.parts:
-            yield from leaves(part.check)
-    elif isinstance(check, GateCheck):
-        yield from leaves(check.gate)
-        yield from leaves(check.then)
-    else:
-        yield check
 
 
 def prepare(check: Any, env: Any) -> Live:
