@@ -25,6 +25,7 @@ import atexit
 import itertools
 import logging
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,7 +124,7 @@ class AccountGroups:
         self._seen: dict[str, int] = {}
 
     def apply(self, limits: Limits) -> None:
-        """Write ``limits`` (a lease: the account's next session's)."""
+        """Write ``limits`` (the episode's), and start counting what the kernel enforces from here."""
         v2 = self.version == 2
         values = {
             "pids": ("pids.max", "max" if limits.processes is None else str(limits.processes)),
@@ -152,14 +153,16 @@ class AccountGroups:
     def renewed(self, limits: Limits) -> AccountGroups:
         """Fresh groups for the account's next episode, with ``limits``; these are removed once empty."""
         fresh = hierarchy().account(self.uid)
+        if fresh is None:  # none could be made: the episode stays in these (never in groups being removed)
+            return self
         self.retire()
-        if fresh is not None:
-            fresh.apply(limits)
-        return fresh if fresh is not None else self
+        fresh.apply(limits)
+        return fresh
 
     def retire(self) -> None:
         """Remove these groups, now or once the last zombie in them has been reaped."""
-        _DRAINING.extend(self.paths.values())
+        with _DRAINING_LOCK:
+            _DRAINING.extend(self.paths.values())
         _remove_drained()
 
     def procs_files(self) -> list[str]:
@@ -171,7 +174,7 @@ class AccountGroups:
         out: dict[str, int] = {}
         pids = self.paths.get("pids")
         if pids is not None:
-            out["processes"] = _event(pids / ("pids.events" if self.version == 1 else "pids.events"), "max")
+            out["processes"] = _event(pids / "pids.events", "max")  # the same file in v1 and v2
         memory = self.paths.get("memory")
         if memory is not None:
             out["memory"] = _event(memory / ("memory.events" if self.version == 2 else "memory.oom_control"),
@@ -279,18 +282,20 @@ _HIERARCHY: _Hierarchy | None = None
 _EPISODES = itertools.count(1)
 #: Retired groups not yet empty (a zombie is charged to its group until init reaps it): removed when they are.
 _DRAINING: list[Path] = []
+_DRAINING_LOCK = threading.Lock()  # the spare desktop's thread retires groups too
 
 
 @atexit.register
 def _remove_drained() -> None:
-    for path in list(_DRAINING):
-        try:
-            path.rmdir()
-        except FileNotFoundError:
-            pass
-        except OSError:
-            continue  # still holds a task
-        _DRAINING.remove(path)
+    with _DRAINING_LOCK:
+        for path in list(_DRAINING):
+            try:
+                path.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError:
+                continue  # still holds a task
+            _DRAINING.remove(path)
 
 
 def hierarchy() -> _Hierarchy:
