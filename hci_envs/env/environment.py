@@ -243,12 +243,13 @@ class Environment(EnvironmentTools):
     def _with_limit_notice(self, output: Any) -> Any:
         """``output`` with what the kernel did for the session's limits since the last result, if anything: a
         process it stopped for memory, forks it refused (the agent learns why its program died)."""
-        enforced = self.desktop.limits_enforced() if self.desktop is not None else None
-        if not enforced or not isinstance(output, ToolOutput):
+        if not isinstance(output, ToolOutput):
             return output
-        output.text = f"[limit] {enforced}" + (f"\n{output.text}" if output.text else "")
-        if isinstance(output.data, dict):
-            output.data = {**output.data, "limit": enforced}
+        enforced = self.desktop.limits_enforced() if self.desktop is not None else None
+        if enforced:
+            output.text = _with_limit(output.text, enforced)
+            if isinstance(output.data, dict):
+                output.data = {**output.data, "limit": enforced}
         return output
 
     def run_code(self, code: str, *, timeout: float = DEFAULT_CODE_TIMEOUT,
@@ -594,7 +595,7 @@ class Environment(EnvironmentTools):
                 return self._truncated_observation([text])
         enforced = self.desktop.limits_enforced() if self.desktop is not None else None
         if enforced:  # what the kernel did for the session's limits since the last observation
-            text = f"[limit] {enforced}" + (f"\n{text}" if text else "")
+            text = _with_limit(text, enforced)
         return Observation(screenshot=shot, accessibility_tree=tree, marks=marks, text=text, done=self.episode.done)
 
     def _truncated_observation(self, texts: list[str]) -> Observation:
@@ -647,6 +648,11 @@ class Environment(EnvironmentTools):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _with_limit(text: str, enforced: str) -> str:
+    """``text`` after the line that says what the kernel did for the session's limits."""
+    return f"[limit] {enforced}" + (f"\n{text}" if text else "")
 
 
 def _observes(item: Any) -> bool:

@@ -92,15 +92,13 @@ def serve_config(args: argparse.Namespace, port: int, osworld_port: int | None =
     env_kwargs["spare"] = True if args.spare is None else args.spare
     limits = {"memory": getattr(args, "limit_memory", None), "processes": getattr(args, "limit_processes", None),
               "cpu_weight": getattr(args, "limit_cpu_weight", None)}
-    if getattr(args, "no_limits", False):
-        from ..sandbox.limits import Limits
+    from ..sandbox.limits import Limits
 
+    if getattr(args, "no_limits", False):
         if any(value is not None for value in limits.values()):
             raise ConfigError("--no-limits and --limit-* contradict each other")
         env_kwargs["limits"] = Limits.none()
     elif any(value is not None for value in limits.values()):
-        from ..sandbox.limits import Limits
-
         env_kwargs["limits"] = Limits.from_options({k: v for k, v in limits.items() if v is not None})
     control_token, agent_token = _secret_options(args)
     return ServerConfig.from_env(

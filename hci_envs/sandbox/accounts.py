@@ -364,17 +364,21 @@ def agent_start(group_files: Sequence[str] = ()) -> list[str]:
     """The root-run start of an agent's program, before it becomes the agent: it joins its account's control
     groups (``group_files``, their cgroup.procs) and gets a /proc that shows its own account's processes only,
     where this process can do each; [] where it can do neither."""
-    hide = process_view()[0]
-    if hide:
-        return [*hide[:-2], _JOIN_GROUPS + _HIDE_PROCESSES, "sh", *group_files, "--"]
+    namespace = process_view()[0]
+    if namespace:
+        return _start_in(namespace, group_files)
     if group_files:
         return ["/bin/sh", "-c", _JOIN_GROUPS + 'exec "$@"', "sh", *group_files, "--"]
     return []
 
 
+def _start_in(namespace: Sequence[str], group_files: Sequence[str]) -> list[str]:
+    return [*namespace, "/bin/sh", "-c", _JOIN_GROUPS + _HIDE_PROCESSES, "sh", *group_files, "--"]
+
+
 def process_view() -> tuple[list[str], str]:
-    """The command that starts an agent's program with other accounts' processes hidden ([] where this process
-    cannot do that), and what agents see of other processes, in words (``/metadata``'s isolation)."""
+    """The mount namespace an agent's program starts in to have other accounts' processes hidden ([] where this
+    process cannot make one), and what agents see of other processes, in words (``/metadata``'s isolation)."""
     global _PROCESS_VIEW
     if _PROCESS_VIEW is None:
         _PROCESS_VIEW = _detect_process_view()
@@ -385,18 +389,16 @@ def _detect_process_view() -> tuple[list[str], str]:
     if os.geteuid() != 0:
         return [], "every process (hiding them takes a root server, which mounts /proc again for each agent)"
     try:
-        prefix = [_program("unshare"), "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
-                  _HIDE_PROCESSES, "sh"]
+        namespace = [_program("unshare"), "--mount", "--propagation", "private", "--"]
     except ConfigError as exc:
         return [], f"every process ({exc.message})"
     try:
-        trial = subprocess.run([*prefix[:-2], _JOIN_GROUPS + _HIDE_PROCESSES, "sh", "--", "true"],
-                               capture_output=True, text=True, timeout=10)
+        trial = subprocess.run([*_start_in(namespace, ()), "true"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return [], f"every process (a mount namespace could not be made: {exc})"
     if trial.returncode != 0:
         return [], f"every process (/proc could not be mounted again: {trial.stderr.strip()[:200]})"
-    return prefix, "their own account's only (/proc with hidepid=2 in a mount namespace of their own)"
+    return namespace, "their own account's only (/proc with hidepid=2 in a mount namespace of their own)"
 
 
 def resolve_isolation(requested: Isolation | IsolationStatus = "auto") -> IsolationStatus:
