@@ -155,62 +155,58 @@ def ensure_venv(extra: str) -> Path:
     return python
 
 
+def side_environment(venv: Path, label: str, key: str, install: Any) -> Path:
+    """An environment of its own beside .venv (a client or harness that pins other packages than ours): made
+    with ``install(python)`` unless its stamp says ``key`` is already installed there. Its Python."""
+    python = venv / "bin" / "python"
+    if python.exists() and _stamp(venv, key):
+        log(f"{label} environment {venv.name}: up to date")
+        return python
+    if not python.exists():
+        run([sys.executable, "-m", "venv", str(venv)])
+    run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"])
+    install(str(python))
+    (venv / ".hci-envs-stamp").write_text(key)
+    return python
+
+
 def ensure_openenv() -> Path:
     """OpenEnv's own client in a separate environment: it pins an older mcp than ours, as a trainer would. Our
     light client with the docker extra goes beside it (it needs no mcp), as a trainer who starts our images
     with OpenEnv's from_docker_image and our provider has it."""
-    python = OPENENV_VENV / "bin" / "python"
-    key = f"{OPENENV_REQUIREMENT} + hci-envs[docker]"
-    if python.exists() and _stamp(OPENENV_VENV, key):
-        log(f"OpenEnv environment {OPENENV_VENV.name}: up to date")
-        return python
-    if not python.exists():
-        run([sys.executable, "-m", "venv", str(OPENENV_VENV)])
-    run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"])
-    run([str(python), "-m", "pip", "install", "-q", OPENENV_REQUIREMENT])
-    run([str(python), "-m", "pip", "install", "-q", "-e", f"{ROOT}[docker]"])
-    (OPENENV_VENV / ".hci-envs-stamp").write_text(key)
-    return python
+    def install(python: str) -> None:
+        run([python, "-m", "pip", "install", "-q", OPENENV_REQUIREMENT])
+        run([python, "-m", "pip", "install", "-q", "-e", f"{ROOT}[docker]"])
+
+    return side_environment(OPENENV_VENV, "OpenEnv", f"{OPENENV_REQUIREMENT} + hci-envs[docker]", install)
 
 
 def ensure_osworld(python: Path) -> Path:
     """OSWorld's harness in an environment of its own (desktop-env pins numpy<2 and old torch and transformers,
     which it never imports: it goes in without its pins, with what it imports: OSWORLD_HARNESS), our light client
     (and the Docker SDK) beside it."""
-    harness = OSWORLD_VENV / "bin" / "python"
-    key = f"{OSWORLD_REQUIREMENT} + {OSWORLD_HARNESS.read_text()} + hci-envs[docker]"
-    if harness.exists() and _stamp(OSWORLD_VENV, key):
-        log(f"OSWorld environment {OSWORLD_VENV.name}: up to date")
-    else:
-        if not harness.exists():
-            run([sys.executable, "-m", "venv", str(OSWORLD_VENV)])
-        run([str(harness), "-m", "pip", "install", "-q", "--upgrade", "pip"])
-        run([str(harness), "-m", "pip", "install", "-q", "--no-deps", OSWORLD_REQUIREMENT])
-        run([str(harness), "-m", "pip", "install", "-q", "-r", str(OSWORLD_HARNESS)])
+    def install(harness: str) -> None:
+        run([harness, "-m", "pip", "install", "-q", "--no-deps", OSWORLD_REQUIREMENT])
+        run([harness, "-m", "pip", "install", "-q", "-r", str(OSWORLD_HARNESS)])
         # [docker]: the provider's placement="docker" starts the desktop in a container
-        run([str(harness), "-m", "pip", "install", "-q", "-e", f"{ROOT}[docker]"])
-        (OSWORLD_VENV / ".hci-envs-stamp").write_text(key)
-    return harness
+        run([harness, "-m", "pip", "install", "-q", "-e", f"{ROOT}[docker]"])
+
+    key = f"{OSWORLD_REQUIREMENT} + {OSWORLD_HARNESS.read_text()} + hci-envs[docker]"
+    return side_environment(OSWORLD_VENV, "OSWorld", key, install)
 
 
 def ensure_vllm() -> Path:
     """vLLM's CPU build and TRL's async trainer with our light client beside them (the trainer's environments
     reach a server by its URL): see VLLM_VENV."""
-    python = VLLM_VENV / "bin" / "python"
+    def install(python: str) -> None:
+        run([python, "-m", "pip", "install", "-q", "--no-deps", VLLM_REQUIREMENT])
+        wanted = subprocess.run([python, "-c", _VLLM_REQUIRES], capture_output=True, text=True, check=True)
+        requirements = VLLM_VENV / "vllm-requirements.txt"
+        requirements.write_text(wanted.stdout + "\n".join([VLLM_TORCH, *VLLM_TRAINER]) + "\n")
+        run([python, "-m", "pip", "install", "-q", "-r", str(requirements), "-e", str(ROOT)])
+
     key = " + ".join([VLLM_REQUIREMENT, VLLM_TORCH, *VLLM_TRAINER, "hci-envs"])
-    if python.exists() and _stamp(VLLM_VENV, key):
-        log(f"vLLM environment {VLLM_VENV.name}: up to date")
-        return python
-    if not python.exists():
-        run([sys.executable, "-m", "venv", str(VLLM_VENV)])
-    run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"])
-    run([str(python), "-m", "pip", "install", "-q", "--no-deps", VLLM_REQUIREMENT])
-    wanted = subprocess.run([str(python), "-c", _VLLM_REQUIRES], capture_output=True, text=True, check=True)
-    requirements = VLLM_VENV / "vllm-requirements.txt"
-    requirements.write_text(wanted.stdout + "\n".join([VLLM_TORCH, *VLLM_TRAINER]) + "\n")
-    run([str(python), "-m", "pip", "install", "-q", "-r", str(requirements), "-e", str(ROOT)])
-    (VLLM_VENV / ".hci-envs-stamp").write_text(key)
-    return python
+    return side_environment(VLLM_VENV, "vLLM", key, install)
 
 
 def ensure_osworld_guest(python: Path) -> None:
