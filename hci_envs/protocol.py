@@ -170,6 +170,8 @@ class EnvState(BaseModel):
                                                 'the server\'s user (no containment).')
     limits: dict[str, Any] | None = Field(None, description="What the kernel lets the agent side take (processes "
                                           "and threads, memory in bytes, CPU weight) and what enforces it.")
+    network: dict[str, Any] | None = Field(None, description="What the agent side may connect to (policy none, "
+                                           "allowlist or open; the allowed destinations) and what enforces it.")
     spare: dict[str, Any] | None = Field(None, description="The spare desktop a reset swaps in: its state "
                                          "(ready, preparing, idle, off) and why it is off; None without one.")
 

@@ -456,7 +456,9 @@ class McpClient:
 
         self._closing = asyncio.Event()
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60.0), transport=self.transport) as http:
+        # reads wait as long as the longest tool call a test makes (a call's own bound is run()'s timeout)
+        timeout = httpx2.Timeout(60.0, read=600.0)
+        async with httpx2.AsyncClient(headers=headers, timeout=timeout, transport=self.transport) as http:
             async with Client(streamable_http_client(self.url, http_client=http), mode=self.mode) as client:
                 self.client = client
                 await self._closing.wait()

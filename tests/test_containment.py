@@ -55,9 +55,11 @@ class Agent:
 
 @pytest.fixture(scope="module")
 def server(x11: None) -> Iterator[ServerProcess]:
-    # with spares, as `serve` runs by default: a reset swaps in another desktop and agent account
+    # with spares, as `serve` runs by default: a reset swaps in another desktop and agent account. The network
+    # open: what is tried here (the server's ports, other sessions' files, displays, buses) must hold on its own,
+    # without the network policy that refuses an agent's connections first (tests/test_network.py)
     proc = ServerProcess("--env", "workstation", "--agent-tokens", "--max-sessions", "4", "--app", "xterm",
-                         "--vnc-port", "0", "--spare", env={"HCI_ENVS_CONTROL_TOKEN": CONTROL})
+                         "--vnc-port", "0", "--spare", "--network", "open", env={"HCI_ENVS_CONTROL_TOKEN": CONTROL})
     proc.start(timeout=60)
     try:
         yield proc
@@ -124,13 +126,16 @@ def test_no_secret_in_the_agents_environment_command_lines_or_files(server):
         # every command line and every environment of every process it may read, and the files where
         # secrets could have been left
         dump = a.out("for f in /proc/[0-9]*/cmdline /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f; done "
-                     "2>/dev/null; cat /proc/$PPID/environ 2>&1 | head -c 200", timeout=60)
+                     "2>/dev/null; cat /proc/$PPID/environ 2>&1 | head -c 200", timeout=50)
         assert "hci_envs" in dump  # it did read the command lines (the server's among them)
         leaked = [s for s in secrets_ if s in dump]
         assert not leaked, "secrets readable in /proc"
         # one pass over the files for all the secrets at once
         patterns = " ".join(f"-e '{secret}'" for secret in secrets_)
-        found = a.out(f"grep -rlsF {patterns} /tmp /var/tmp /dev/shm /run /home 2>/dev/null; true", timeout=120)
+        # (every readable regular file under 8 MiB: other test runs' large files on the machine are no place a
+        # server writes a secret, and reading them all makes the search as slow as the disk)
+        found = a.out("find /tmp /var/tmp /dev/shm /run /home -type f -size -8M -readable -print0 2>/dev/null | "
+                      f"xargs -0 -r grep -lsF {patterns} 2>/dev/null; true", timeout=50)
         assert found.strip() == "", f"a secret is readable in {found}"
 
 

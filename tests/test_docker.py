@@ -232,8 +232,9 @@ def test_inside_the_container_nothing_runs_as_root_and_capabilities_are_dropped(
         assert code == 0 and users == {"hci", "hci-agent"}, table
         code, status = provider.container.exec_run(["cat", "/proc/1/status"])
         caps = _caps(status.decode())
-        wanted = sum(1 << bit for bit, _why in CAPABILITIES.values())
-        # the server (PID 1 is tini, as hci) holds exactly the six capabilities of the uid switch, no more
+        wanted = sum(1 << bit for bit, _why in CAPABILITIES.values()) | 1 << 12  # and NET_ADMIN 12
+        # the server (PID 1 is tini, as hci) holds exactly the six capabilities of the uid switch and the one of
+        # the agents' network policy (in the container's own namespace), no more
         assert int(caps["CapEff"], 16) == int(caps["CapAmb"], 16) == int(caps["CapBnd"], 16) == wanted, caps
         assert "NoNewPrivs:\t1" in status.decode()
         code, table = provider.container.exec_run(["ps", "-eo", "pid=,user:20=,args="])
@@ -244,7 +245,7 @@ def test_inside_the_container_nothing_runs_as_root_and_capabilities_are_dropped(
         assert "NoNewPrivs:\t1" in app.decode()
         attrs = provider.container.attrs["HostConfig"]
         assert attrs["Privileged"] is False and attrs["CapDrop"] == ["ALL"] and attrs["PidsLimit"] == 1024
-        assert sorted(attrs["CapAdd"]) == sorted(n.removeprefix("CAP_") for n in CAPABILITIES)
+        assert sorted(attrs["CapAdd"]) == sorted([*(n.removeprefix("CAP_") for n in CAPABILITIES), "NET_ADMIN"])
         assert attrs["SecurityOpt"] == ["no-new-privileges"]
         health = provider.container.attrs["Config"]["Healthcheck"]["Test"]
         assert "/health" in " ".join(health)
@@ -277,6 +278,11 @@ def test_the_agent_in_a_container_is_contained(docker_client):
             assert provider.control_token not in stolen["stdout"] and "Permission denied" in stolen["stderr"]
             killed = bash("kill -9 1 $PPID")
             assert killed["stderr"].count("Operation not permitted") == 2, killed
+            # no network: not even the server's own port in the container, which another user listens on
+            assert state.network["policy"] == "none" and state.network["enforced_by"].startswith("nftables"), state
+            reached = bash("python3 -c \"import socket\ntry:\n    socket.create_connection(('127.0.0.1', 8000), "
+                           "timeout=8)\n    print('connected')\nexcept OSError as e:\n    print(e.errno)\"")
+            assert reached["stdout"].strip() == "111", reached
             answers = bash("cat /opt/hci-envs/lib/python3*/site-packages/hci_envs/tasks/builtin.jsonl")
             assert "checker" not in answers["stdout"] and "Permission denied" in answers["stderr"], answers
             bash("setsid -f sleep 901; python3 -c 'import os, time\nif os.fork() == 0:\n    os.setsid()\n"

@@ -25,6 +25,7 @@ from ..errors import ConfigError, DesktopDiedError, MissingDependencyError
 from ..protocol import AppState, StartState
 from ..sandbox.accounts import AGENT_PATH, AgentAccount, remove_private_dir
 from ..sandbox.limits import Limits, hierarchy
+from ..sandbox.network import NetworkPolicy, egress
 from ..sandbox.watchdog import remove_temporary_dir, temporary_dir
 from ..sandbox.processes import ProcessSupervisor
 from . import quiescence
@@ -132,7 +133,8 @@ class BaseDesktop(abc.ABC):
     no_accessibility: str | None = None
 
     def __init__(self, state: StartState | None = None, *, home: str | None = None,
-                 account: AgentAccount | None = None, max_processes: int = 0, limits: Limits | None = None) -> None:
+                 account: AgentAccount | None = None, max_processes: int = 0, limits: Limits | None = None,
+                 network: NetworkPolicy | None = None) -> None:
         #: The declared screen, window manager, apps and variables (a start state; its home template and
         #: clipboard are the environment's business).
         self.state = state or StartState()
@@ -147,6 +149,11 @@ class BaseDesktop(abc.ABC):
             and limits.any else None
         if self.groups is not None:
             self.groups.apply(limits)  # type: ignore[arg-type]
+        #: What the agent side may connect to: its account's chain in the machine's table, where it can be had.
+        self.network = network
+        self._confined = account is not None and network is not None and egress().unavailable() is None
+        if self._confined:
+            egress().assign(account.uid, network)  # type: ignore[union-attr,arg-type]
         self.processes = ProcessSupervisor()
         # the server's runtime directory: cookies, logs, the window manager's configuration, the VNC socket
         self._runtime = temporary_dir("hci-envs-desktop-")
@@ -391,6 +398,8 @@ class BaseDesktop(abc.ABC):
         self._close_display_server()
         if self.groups is not None:
             self.groups.retire()
+        if self._confined:
+            egress().clear(self.account.uid)  # type: ignore[union-attr]
         if self.account is not None:
             remove_private_dir(self.agent_runtime)
         remove_temporary_dir(self._runtime)

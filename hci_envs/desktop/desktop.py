@@ -21,6 +21,7 @@ import logging
 from ..protocol import StartState
 from ..sandbox.accounts import AgentAccount
 from ..sandbox.limits import Limits
+from ..sandbox.network import NetworkPolicy
 from . import xauth
 from .app_launcher import AppLauncher
 from .base_desktop import BaseDesktop, DesktopHealth
@@ -39,8 +40,9 @@ class Desktop(XDisplay, AppLauncher, BaseDesktop):
 
     def __init__(self, state: StartState | None = None, *, home: str | None = None,
                  account: AgentAccount | None = None, max_processes: int = 0, limits: Limits | None = None,
-                 dpi: int = 96, start_timeout: float = 15.0) -> None:
-        BaseDesktop.__init__(self, state, home=home, account=account, max_processes=max_processes, limits=limits)
+                 network: NetworkPolicy | None = None, dpi: int = 96, start_timeout: float = 15.0) -> None:
+        BaseDesktop.__init__(self, state, home=home, account=account, max_processes=max_processes, limits=limits,
+                             network=network)
         XDisplay.__init__(self, dpi=dpi, start_timeout=start_timeout)
         AppLauncher.__init__(self)
 

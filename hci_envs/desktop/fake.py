@@ -44,8 +44,9 @@ class FakeDesktop(BaseDesktop):
     no_accessibility = "the fake desktop has no accessibility tree (use the real desktop)"
 
     def __init__(self, state: StartState | None = None, *, home: str | None = None, account: Any = None,
-                 max_processes: int = 0, limits: Any = None, **display_options: Any) -> None:
-        super().__init__(state, home=home, account=account, max_processes=max_processes, limits=limits)
+                 max_processes: int = 0, limits: Any = None, network: Any = None, **display_options: Any) -> None:
+        super().__init__(state, home=home, account=account, max_processes=max_processes, limits=limits,
+                         network=network)
         #: Every input event, in order: ("move", x, y), ("button", n, pressed), ("key", name, pressed), ...
         self.log: list[tuple[Any, ...]] = []
         #: The text typed or pasted into the "focused app" since the last reset.

@@ -21,6 +21,7 @@ from ..errors import ConfigError
 from ..sandbox.accounts import Isolation, IsolationStatus, resolve_isolation
 from ..sandbox.homes import DEFAULT_MAX_SNAPSHOT_BYTES
 from ..sandbox.limits import Limits
+from ..sandbox.network import NetworkPolicy, egress
 from ..tasks.manager import TaskManager
 from ..tools.codeact import CodeRunner
 from .episode import EpisodeTracker
@@ -80,6 +81,8 @@ class EnvironmentParts:
     spare: SpareDesktop | None = None
     #: What the kernel lets each episode's agent side take (hci_envs.sandbox.limits).
     limits: Limits = field(default_factory=Limits.default)
+    #: What each episode's agent side may connect to (hci_envs.sandbox.network).
+    network: NetworkPolicy = field(default_factory=NetworkPolicy)
 
 
 def desktop_factory(choice: str | DesktopFactory | None) -> DesktopFactory:
@@ -105,6 +108,7 @@ def assemble(
     isolation: Isolation = "auto",
     max_agent_processes: int = 0,
     limits: Limits | dict[str, Any] | None = None,
+    network: NetworkPolicy | str | list[str] | None = None,
     max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES,
     desktop: str | DesktopFactory | None = None,
     spare: bool = False,
@@ -115,9 +119,18 @@ def assemble(
     factory = desktop_factory(desktop)
     # the kernel's limits on each session's agent side: the machine's defaults, or what was asked
     enforced = limits if isinstance(limits, Limits) else Limits.from_options(limits)
+    policy = NetworkPolicy.make(network)
+    if network is not None and policy.mode != "open":  # asked for: it holds, or the environment is not made
+        if status.mode != "uid":
+            raise ConfigError(f"network {policy.mode!r} confines agent accounts, and there are none here: "
+                              f"{status.reason}", field="network")
+        reason = egress().unavailable()
+        if reason:
+            raise ConfigError(f"network {policy.mode!r} cannot be enforced here: {reason}", field="network")
 
     def make_desktop(state: Any, *, home: str, account: Any) -> VirtualDesktop:
-        return factory(state, home=home, account=account, max_processes=max_agent_processes, limits=enforced)
+        return factory(state, home=home, account=account, max_processes=max_agent_processes, limits=enforced,
+                       network=policy)
 
     return EnvironmentParts(
         make_desktop=make_desktop,
@@ -130,4 +143,5 @@ def assemble(
         isolation=status,
         spare=SpareDesktop(env.prepare_spare) if spare else None,
         limits=enforced,
+        network=policy,
     )

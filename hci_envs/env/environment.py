@@ -44,6 +44,7 @@ from ..protocol import EnvState, ImageData, Mode, Observation, ObservationSpec, 
 from ..sandbox.homes import check_snapshot_name
 from ..sandbox.interpreter import DEFAULT_CODE_OUTPUT, DEFAULT_CODE_TIMEOUT
 from ..sandbox.limits import status as limits_status
+from ..sandbox.network import status as network_status
 from ..tools.registry import ToolOutput, ToolSpec
 from .spare import DesktopParts
 from .steps import CallToolAction, CodeAction, ListToolsAction, ToolCall, parse_step_item
@@ -93,7 +94,7 @@ class Environment(EnvironmentTools):
         **options: Any,
     ) -> None:
         """``options`` are :func:`~hci_envs.env.assembly.assemble`'s (``desktop``, ``spare``, ``isolation``,
-        ``max_agent_processes``, ``max_snapshot_bytes``, ``paste_keys``); ``parts`` replaces them all."""
+        ``max_agent_processes``, ``limits``, ``network``, ``max_snapshot_bytes``, ``paste_keys``); ``parts`` replaces them all."""
         state = start_state if start_state is not None else type(self).start_state
         if mode not in ("simulation", "production"):
             raise ConfigError(f"mode must be 'simulation' or 'production', not {mode!r}")
@@ -122,6 +123,7 @@ class Environment(EnvironmentTools):
         #: Whether the agent side runs as an account of its own ("uid") or as this process's user ("none").
         self.isolation = parts.isolation
         self.limits = parts.limits
+        self.network = parts.network
         # What the current episode runs on: its desktop (None until the first reset), home and agent account.
         self.desktop: VirtualDesktop | None = None
         current = self.new_desktop_parts()
@@ -185,6 +187,7 @@ class Environment(EnvironmentTools):
             screen_width=self.declared_state.width, screen_height=self.declared_state.height, mode=self.mode,
             done=e.done, truncated_reason=e.truncated_reason, isolation=self.isolation.mode,
             limits=limits_status(self.limits, self.isolation.mode == "uid"),
+            network=network_status(self.network, self.isolation.mode == "uid"),
             spare=self.spare.status() if self.spare is not None else None, **self.hooks.info,
         )
 
@@ -465,7 +468,11 @@ class Environment(EnvironmentTools):
                 if self.observation_spec.settle and injected and _observes(item):
                     # a look after input in the same batch (click, then screenshot) sees the input's effect
                     self.executor.settle(since)
-                    since, injected = time.monotonic(), False
+                    injected = False
+                if not (isinstance(item, ListToolsAction) or _observes(item)):
+                    # the effect a look waits for is the last input's: the screen changed by earlier input (typing
+                    # before a chord) is no sign that the app has drawn what the last one did
+                    since = time.monotonic()
                 try:
                     out = self._run_item(item, reply, ran)
                 except DesktopError as exc:

@@ -100,6 +100,14 @@ def serve_config(args: argparse.Namespace, port: int, osworld_port: int | None =
         env_kwargs["limits"] = Limits.none()
     elif any(value is not None for value in limits.values()):
         env_kwargs["limits"] = Limits.from_options({k: v for k, v in limits.items() if v is not None})
+    allow = getattr(args, "allow", None) or []
+    network = getattr(args, "network", None)
+    if allow and network not in (None, "allowlist"):
+        raise ConfigError(f"--allow and --network {network} contradict each other (--allow is the allowlist)")
+    if allow or network is not None:
+        from ..sandbox.network import NetworkPolicy
+
+        env_kwargs["network"] = NetworkPolicy.make(allow or network)
     control_token, agent_token = _secret_options(args)
     return ServerConfig.from_env(
         host=args.host, port=port, env_class=env_class, env_kwargs=env_kwargs, mode=args.mode,
@@ -263,6 +271,10 @@ def _print_ready(server: Any, out: Any) -> None:
         lines.append(f"  {'OSWorld guest API:':<27}http://127.0.0.1:{server.config.osworld_port}  (its owner only)")
     if server.config.osworld_gate:
         lines.append(f"  {'OSWorld guest gate:':<27}{server.config.osworld_gate}  (its secret first: hci_envs.providers.tunnel)")
+    if state.network:  # the agent side's network, and what holds it (or why nothing does)
+        network = state.network
+        allowed = f" ({', '.join(network['allow'])})" if network["allow"] else ""
+        lines.append(f"  {'agent network:':<27}{network['policy']}{allowed}; enforced by {network['enforced_by']}")
     lines.append("  Ctrl-C stops the server and every process of the desktop.")
     print("\n".join(lines), file=out, flush=True)
 
@@ -309,6 +321,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="each session's share of the CPU against the others' (1 to 10000, default 100)")
     p.add_argument("--no-limits", action="store_true",
                    help="no per-session limits: one agent can then take the whole machine (for measurements)")
+    p.add_argument("--network", choices=("none", "allowlist", "open"), default=None,
+                   help="what each session's agent side may connect to: none (default: nothing over IP, loopback "
+                        "included, but its own listeners), allowlist (--allow's destinations) or open")
+    p.add_argument("--allow", action="append", metavar="HOST[:PORT]",
+                   help="an allowed destination for the agent side (an address, a CIDR network or a host name, with "
+                        "an optional port; repeat for more): the allowlist policy")
     p.add_argument("--public-url", default=os.environ.get("HCI_ENVS_PUBLIC_URL"),
                    help="base URL to print and report, e.g. behind a proxy or a port mapping (or HCI_ENVS_PUBLIC_URL)")
     p.add_argument("--no-vnc", action="store_true", help="serve no VNC (no /vnc/ page, no x11vnc)")

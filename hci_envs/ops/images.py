@@ -55,6 +55,8 @@ SYSTEM_PACKAGES = (
     "python3", "python3-venv", "python3-tk", "xvfb", "xauth", "openbox", "x11vnc", "xterm", "tini",
     "fonts-dejavu-core", "fonts-noto-cjk", "fonts-noto-color-emoji", "ca-certificates", "procps", "bash",
     "coreutils", "util-linux", "dbus-daemon", "at-spi2-core",
+    # the agents' network policy: the server's rules in the container's own network namespace
+    "nftables",
     # at-spi2-core pulls in dconf-service, which needs "default-dbus-session-bus | dbus-session-bus": apt picks
     # one, debootstrap does not resolve the choice and fails to configure; dbus-x11 is the one without systemd
     "dbus-x11",

@@ -37,7 +37,9 @@ RESOURCES = {
 }
 DESCRIPTION = ("A virtual X desktop whose screen, keyboard and mouse are MCP tools: agents see screenshots and "
                "the accessibility tree and act with clicks, keys and text; people watch and take over over VNC; "
-               "tasks are scored by checkers on the control plane, which the agent cannot reach.")
+               "tasks are scored by checkers on the control plane, which the agent cannot reach. The agent's "
+               "programs reach no network by default (policy none: their own listeners only; an allowlist or "
+               "open on request), enforced by the kernel per agent account.")
 QUERIES = ["fill in a web form in a desktop app", "edit a spreadsheet in LibreOffice Calc",
            "computer-use agent environment with screenshots and mouse", "OSWorld tasks without a virtual machine"]
 TAGS = ["computer-use", "desktop", "gui", "mcp", "x11"]
@@ -79,7 +81,9 @@ def manifest(*, env: str | None = None, tasks: str | None = None, image: str = "
             # tests/test_tasks.py): no tolerance below the top, and the whole range between floor and top.
             "reward": {"range": [0.0, 1.0], "oracle_tolerance": 0.0, "floor_margin": 0.9},
             "resources": {**RESOURCES[image], "episode_timeout_s": int(longest)},
-            # Agents' network is not contained yet: what the desktop's programs reach is the host's.
+            # The server's own posture, which the validator's providers enforce on the container: public (its
+            # no-network mode needs a helper image from a registry). The agents' programs inside have a policy
+            # of their own, none by default (hci_envs.sandbox.network), said in the description and /metadata.
             "network": {"mode": "public"},
             "task_distribution": {"dataset_version": __version__},
             "capabilities": {

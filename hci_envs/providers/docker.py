@@ -36,6 +36,11 @@ import socket
 from typing import Any
 
 from ..sandbox.accounts import CAPABILITIES
+
+#: What the server in a container may do: switch to the agent accounts (CAPABILITIES), and keep the agents'
+#: network policy in the container's own network namespace (NET_ADMIN: its rules, nothing of the host's). The
+#: agent's programs have none of them.
+CONTAINER_CAPABILITIES = [*(name.removeprefix("CAP_") for name in CAPABILITIES), "NET_ADMIN"]
 from ..errors import ConfigError, ProviderError, require
 from .base import Provider, redact, wait_for_health
 
@@ -204,7 +209,7 @@ class DockerProvider(Provider):
                     ports={"8000/tcp": (self.host, self.port), **{f"{p}/tcp": (self.host, None) for p in self.publish}},
                     environment=env_vars,
                     labels={LABEL: "docker", OWNER: _owner()},
-                    cap_drop=["ALL"], cap_add=[name.removeprefix("CAP_") for name in CAPABILITIES],
+                    cap_drop=["ALL"], cap_add=CONTAINER_CAPABILITIES,
                     security_opt=["no-new-privileges"], privileged=False,
                     tmpfs=self.tmpfs, **self.limits, **self.run_kwargs,
                 )

@@ -30,6 +30,8 @@ from ..errors import (
 from ..protocol import EnvState, Observation
 from ..sandbox.limits import Limits
 from ..sandbox.limits import status as limits_status
+from ..sandbox.network import NetworkPolicy
+from ..sandbox.network import status as network_status
 from ..tools.registry import in_mode
 from ..env.steps import STEP_ACTION_SCHEMA
 from .core import HciServer
@@ -95,6 +97,8 @@ async def metadata(server: HciServer = Depends(get_server)) -> dict[str, Any]:
         "isolation": server.isolation.to_dict(),
         "limits": limits_status(server.config.env_kwargs.get("limits") or Limits.default(),
                                 server.isolation.mode == "uid"),
+        "network": network_status(NetworkPolicy.make(server.config.env_kwargs.get("network")),
+                                  server.isolation.mode == "uid"),
     }
 
 

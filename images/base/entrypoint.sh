@@ -8,6 +8,7 @@
 #   CAP_CHOWN               hand the restored home directory to the agent's account
 #   CAP_DAC_OVERRIDE        read and remove the agent's files whatever their modes (snapshots, checkers, reset)
 #   CAP_FOWNER              set modes and times on the agent's files, remove them from sticky /tmp
+#   CAP_NET_ADMIN           (where given) the agents' network policy: rules in the container's own namespace
 #
 # Without them (a container started with --cap-drop ALL and no --cap-add, or with --user), the server runs
 # without isolation, says so, and refuses to listen off loopback unless HCI_ENVS_ALLOW_NO_ISOLATION=1.
@@ -18,6 +19,8 @@ if [ "$(id -u)" = 0 ]; then
     # CHOWN 0, DAC_OVERRIDE 1, FOWNER 3, KILL 5, SETGID 6, SETUID 7: mask 0xeb
     if [ $(( 0x$bounding & 0xeb )) -eq $(( 0xeb )) ]; then
         caps=+chown,+dac_override,+fowner,+kill,+setgid,+setuid
+        # NET_ADMIN 12: without it the agents' network is not confined here, and /metadata says so
+        if [ $(( 0x$bounding & 0x1000 )) -ne 0 ]; then caps="$caps,+net_admin"; fi
         exec setpriv --reuid hci --regid hci --init-groups --inh-caps "$caps" --ambient-caps "$caps" \
             -- /usr/bin/tini -- "$@"
     fi
