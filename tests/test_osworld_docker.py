@@ -60,7 +60,7 @@ def test_the_gate_wants_its_secret_and_the_relay_its_owner(osworld_image):
     import json
     import pwd
 
-    agent_uid = pwd.getpwnam("hci-agent").pw_uid  # an agent account of this machine: another user
+    other_uid = pwd.getpwnam("nobody").pw_uid  # another user (not an agent account: their network is none)
 
     proc = subprocess.Popen([osworld_python(), "-c", GATE_CHECK], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "HCI_ENVS_PYTHON": sys.executable})
@@ -71,10 +71,10 @@ def test_the_gate_wants_its_secret_and_the_relay_its_owner(osworld_image):
         seen = report["seen"]
         assert seen["relay"] == "Linux"
         assert seen["gate_without_secret"] == "" and seen["gate_wrong_secret"] == ""  # closed, nothing answered
-        # another uid (an agent account of this machine) gets nothing through the relay
+        # another uid gets nothing through the relay
         request = b"GET /platform HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
         other = subprocess.run(
-            ["setpriv", "--reuid", str(agent_uid), "--regid", str(agent_uid), "--clear-groups", "/usr/bin/python3", "-c",
+            ["setpriv", "--reuid", str(other_uid), "--regid", str(other_uid), "--clear-groups", "/usr/bin/python3", "-c",
              EXCHANGE + f"print(repr(exchange({report['relay']}, {request!r})))"],
             capture_output=True, text=True, timeout=60)
         assert other.returncode == 0 and other.stdout.strip() == "b''", (other.stdout, other.stderr)

@@ -116,7 +116,7 @@ def test_the_relay_opens_with_the_secret_and_carries_its_owners_connections_only
         assert exchange(relay.port, b"through both") == b"through both"[::-1]
         if os.geteuid() != 0:
             pytest.fail("root is needed to try the relay as another user", pytrace=False)
-        other = pwd.getpwnam("hci-agent").pw_uid  # an agent account of this machine
+        other = pwd.getpwnam("nobody").pw_uid  # another user (not an agent account: their network is none)
         probe = subprocess.run(
             ["setpriv", "--reuid", str(other), "--regid", str(other), "--clear-groups", "/usr/bin/python3", "-c",
              EXCHANGE + f"print(repr(exchange({relay.port}, b'not mine')))"],

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import ConfigError, DesktopDiedError, MissingDependencyError
 from ..protocol import AppState, StartState
-from ..sandbox.accounts import AGENT_PATH, AgentAccount, remove_private_dir
+from ..sandbox.accounts import ACCOUNT_NAME, AGENT_PATH, AgentAccount, remove_private_dir
 from ..sandbox.limits import Limits, hierarchy
 from ..sandbox.network import NetworkPolicy, egress
 from ..sandbox.watchdog import remove_temporary_dir, temporary_dir
@@ -249,7 +249,8 @@ class BaseDesktop(abc.ABC):
         Nothing of the server's own environment (its secrets above all) but locale and time zone."""
         env = {k: os.environ[k] for k in _INHERITED if k in os.environ}
         env.setdefault("LANG", "C.UTF-8")
-        user = self.account.name if self.account is not None else _user_name()
+        # the name every agent account's programs see as their user's (their own is hci-agent-N: see accounts)
+        user = ACCOUNT_NAME if self.account is not None else _user_name()
         tmp = self.agent_runtime / "tmp"
         env.update({
             "PATH": AGENT_PATH,

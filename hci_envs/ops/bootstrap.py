@@ -6,7 +6,7 @@
 
 System packages come from apt (as root, or through sudo). Python packages go into ``.venv`` next to
 pyproject.toml, on the system's Python where there is one (agent accounts can run it; a Python under
-/root cannot be). As root, it also creates the agent accounts (64 system users, all named ``hci-agent``,
+/root cannot be). As root, it also creates the agent accounts (64 system users, named ``hci-agent-N``,
 each with its own uid and group) the server runs each session's agent side as, and makes the files that hold task answers private to the
 server's user. Each step is skipped when it is already done, so a second run starts in seconds.
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pwd
+import re
 import shutil
 import stat
 import subprocess
@@ -72,10 +73,10 @@ TEST_APT = ["chromium", "mousepad", "xdotool", "scrot", "imagemagick", "debootst
             "python3-pyatspi", "zip", "unzip", "file", "sqlite3"]
 #: Agent accounts created by default: one per live session (a server's --max-sessions must not exceed it).
 AGENT_ACCOUNTS = 64
-#: Every agent account bears this name (see hci_envs.sandbox.accounts): useradd makes them as NAME-N, then they are
-#: renamed, since useradd refuses a name twice.
+#: Agent accounts are named NAME-N, one name per account (what their programs see of their user is NAME: see
+#: hci_envs.sandbox.accounts).
 AGENT_ACCOUNT_NAME = "hci-agent"
-_ACCOUNT_FILES = ("/etc/passwd", "/etc/shadow", "/etc/group", "/etc/gshadow")
+AGENT_NAME = re.compile(rf"{re.escape(AGENT_ACCOUNT_NAME)}(-\d+)?")
 #: Where the answers of tasks live, relative to the checkout: agent accounts must not read them. The task
 #: file itself, and every other copy of it: git's objects, setuptools' build folder, the wheelhouse.
 PRIVATE_PATHS = ("hci_envs/tasks/builtin.jsonl", ".git", "build", "images/.build")
@@ -246,23 +247,26 @@ def build_images(python: Path) -> None:
 
 
 def ensure_agent_accounts(count: int = AGENT_ACCOUNTS) -> None:
-    """At least ``count`` agent accounts: system users named hci-agent, each with its own uid and private
-    group, no home and no login."""
-    have = sum(1 for entry in pwd.getpwall() if entry.pw_name == AGENT_ACCOUNT_NAME and entry.pw_uid != 0)
-    pending = [e.pw_name for e in pwd.getpwall() if e.pw_name.startswith(AGENT_ACCOUNT_NAME + "-")]
-    missing = max(0, count - have - len(pending))
-    if not missing and not pending:
+    """At least ``count`` agent accounts: system users named hci-agent-N, each with its own uid and private
+    group, no home and no login. Accounts of an earlier installation, which all bore the name hci-agent, are
+    given distinct names first."""
+    if os.geteuid() == 0:
+        renamed = distinct_account_names()
+        if renamed:
+            log(f"agent accounts: {renamed} renamed hci-agent -> hci-agent-N (one name per account)")
+    have = sum(1 for entry in pwd.getpwall() if AGENT_NAME.fullmatch(entry.pw_name) and entry.pw_uid != 0)
+    missing = max(0, count - have)
+    if not missing:
         log(f"agent accounts: {have} present")
         return
     if os.geteuid() != 0:
         log(f"not root: the {missing} missing agent accounts are not created; the server will run agents as its "
             "own user (isolation: none). Run this as root to create them.")
         return
-    if missing:
-        log(f"creating {missing} agent accounts")
+    log(f"creating {missing} agent accounts")
     serial = 0
     for done in range(1, missing + 1):
-        while f"{AGENT_ACCOUNT_NAME}-{serial}" in pending or _user_exists(f"{AGENT_ACCOUNT_NAME}-{serial}"):
+        while _user_exists(f"{AGENT_ACCOUNT_NAME}-{serial}") or _group_exists(f"{AGENT_ACCOUNT_NAME}-{serial}"):
             serial += 1
         subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
                         "--shell", "/usr/sbin/nologin", "--comment", "hci-envs agent",
@@ -270,7 +274,6 @@ def ensure_agent_accounts(count: int = AGENT_ACCOUNTS) -> None:
         serial += 1
         if done % 16 == 0 or done == missing:
             log(f"  {done}/{missing}")
-    _rename_accounts()
 
 
 def _user_exists(name: str) -> bool:
@@ -281,27 +284,69 @@ def _user_exists(name: str) -> bool:
         return False
 
 
-def _rename_accounts() -> None:
-    """hci-agent-N -> hci-agent in the account files, under the lock the shadow tools take."""
-    import fcntl
-    import re
+def _group_exists(name: str) -> bool:
+    import grp
 
-    pattern = re.compile(rf"^{re.escape(AGENT_ACCOUNT_NAME)}-\d+:", re.M)
-    with open("/etc/.pwd.lock", "w") as lock:
+    try:
+        grp.getgrnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+def distinct_account_names(etc: Path = Path("/etc")) -> int:
+    """Give each account named plain hci-agent (an earlier installation's scheme, in which every agent account
+    bore that one name) a name of its own, hci-agent-N, in the account files under ``etc``, under the lock the
+    shadow tools take; its private group likewise. Returns how many were renamed. What the agent's programs
+    see of their user stays hci-agent: see hci_envs.sandbox.accounts (the account's view of the files)."""
+    import fcntl
+
+    paths = {name: etc / name for name in ("passwd", "shadow", "group", "gshadow")}
+    with open(etc / ".pwd.lock", "w") as lock:
         fcntl.lockf(lock, fcntl.LOCK_EX)
-        for path in _ACCOUNT_FILES:
-            if not os.path.exists(path):
-                continue
-            text = Path(path).read_text()
-            renamed = pattern.sub(f"{AGENT_ACCOUNT_NAME}:", text)
-            if renamed != text:
-                st = os.stat(path)
-                tmp = f"{path}.hci-envs"
-                with open(tmp, "w") as f:
-                    f.write(renamed)
+        texts = {name: path.read_text() if path.exists() else "" for name, path in paths.items()}
+        plain = f"{AGENT_ACCOUNT_NAME}:"
+        users = [line.split(":") for line in texts["passwd"].splitlines() if line.startswith(plain)]
+        if not users:
+            return 0
+        taken = {line.split(":")[0] for name in ("passwd", "group") for line in texts[name].splitlines()}
+        names: list[str] = []
+        serial = 0
+        for _user in users:
+            while f"{AGENT_ACCOUNT_NAME}-{serial}" in taken:
+                serial += 1
+            names.append(f"{AGENT_ACCOUNT_NAME}-{serial}")
+            serial += 1
+        by_gid = {fields[3]: name for fields, name in zip(users, names)}
+
+        def rename(text: str, new_names: list[str] | None = None, gid_field: int | None = None) -> str:
+            """The k-th plain entry gets the k-th name (passwd and shadow list the accounts in one order), or,
+            for groups, the name of the account whose group it is."""
+            order = iter(new_names or [])
+            out = []
+            for line in text.splitlines(keepends=True):
+                if line.startswith(plain):
+                    fields = line.split(":")
+                    new = by_gid.get(fields[gid_field]) if gid_field is not None else next(order, None)
+                    if new is not None:
+                        line = new + line[len(AGENT_ACCOUNT_NAME):]
+                out.append(line)
+            return "".join(out)
+
+        group_names = [by_gid.get(line.split(":")[2]) for line in texts["group"].splitlines()
+                       if line.startswith(plain)]
+        renamed = {"passwd": rename(texts["passwd"], names), "shadow": rename(texts["shadow"], names),
+                   "group": rename(texts["group"], gid_field=2),
+                   "gshadow": rename(texts["gshadow"], [n for n in group_names if n])}
+        for name, path in paths.items():
+            if path.exists() and renamed[name] != texts[name]:
+                st = path.stat()
+                tmp = path.with_name(path.name + ".hci-envs")
+                tmp.write_text(renamed[name])
                 os.chown(tmp, st.st_uid, st.st_gid)
                 os.chmod(tmp, stat.S_IMODE(st.st_mode))
                 os.replace(tmp, path)
+        return len(users)
 
 
 def protect_private_files(root: Path = ROOT) -> list[str]:

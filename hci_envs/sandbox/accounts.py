@@ -2,10 +2,14 @@
 
 Everything an agent can start (its apps, the window manager, ``bash``, ``python``, the CodeAct worker, and
 whatever they start) runs as an unprivileged account of its own, one per live session, taken from a pool of
-accounts that ``python3 -m hci_envs install`` and the images create. They all bear the name ``hci-agent`` (each
-with its own uid and its own private group): what an app shows of its user (a shell prompt, a file's owner) is
-then the same in every session, so that episodes, recordings and replays look alike whichever account runs
-them. The boundary is
+accounts that ``python3 -m hci_envs install`` and the images create, each with its own uid, private group and
+name (``hci-agent-N``, so that ``id``, ``ps -u``, ``userdel`` and name caches tell them apart). What an app
+shows of its user (a shell prompt, a file's owner) is ``hci-agent`` in every session, so that episodes,
+recordings and replays look alike whichever account runs them: a root server starts each agent program in a
+mount namespace of its own (see :func:`agent_start`) where ``/etc/passwd`` and ``/etc/group`` are a view in
+which the account's own entries bear that name. The images, whose server cannot make mount namespaces, name
+all their accounts ``hci-agent`` instead (their account files are the image's, with no one to administer
+them). The boundary is
 the kernel's: another uid cannot read the server's secrets (``/proc/PID/environ``, 0600 files), signal or
 trace the server, read another session's home, runtime directory or X cookie, or outlive its session, since
 ending a session kills every process of its uid.
@@ -31,6 +35,7 @@ import fcntl
 import logging
 import os
 import pwd
+import re
 import shutil
 import stat
 import subprocess
@@ -46,8 +51,10 @@ from .watchdog import WATCHDOG, remove_temporary_dir, temporary_dir
 
 log = logging.getLogger(__name__)
 
-#: The name every agent account bears (uids and groups differ).
+#: The name an agent's programs see as their user's; the accounts themselves are ACCOUNT_NAME-N (or, in the
+#: images and on machines set up before, ACCOUNT_NAME itself).
 ACCOUNT_NAME = "hci-agent"
+_ACCOUNT = re.compile(rf"{re.escape(ACCOUNT_NAME)}(-\d+)?")
 
 #: The capabilities the server needs to run agents as other users, and why (the Docker provider keeps
 #: exactly these; README "Containment" lists them too).
@@ -319,7 +326,7 @@ def _program(name: str) -> str:
 def agent_accounts() -> list[AgentAccount]:
     """Every agent account of this machine, by uid."""
     accounts = {entry.pw_uid: AgentAccount(entry.pw_name, entry.pw_uid, entry.pw_gid) for entry in pwd.getpwall()
-                if entry.pw_name == ACCOUNT_NAME and entry.pw_uid != 0 and entry.pw_gid != 0}
+                if _ACCOUNT.fullmatch(entry.pw_name) and entry.pw_uid != 0 and entry.pw_gid != 0}
     return [accounts[uid] for uid in sorted(accounts)]
 
 
@@ -352,28 +359,69 @@ _DETECTED: IsolationStatus | None = None
 
 #: Run as root in the agent's new mount namespace, before its program: /proc mounted again with hidepid=2, so
 #: that its processes see their own account's processes only (not other sessions' command lines, nor the
-#: server's). The agent cannot unmount it: it has no capability, and the mount namespace is not its own.
-_HIDE_PROCESSES = 'mount -t proc -o hidepid=2 proc /proc || exit 125; exec "$@"'
+#: server's); then, given a folder ($view) with the account's view of the account files, those over
+#: /etc/passwd and /etc/group. The agent cannot unmount them: it has no capability, and the mount namespace is
+#: not its own.
+_HIDE_PROCESSES = ('mount -t proc -o hidepid=2 proc /proc || exit 125; '
+                   'if [ -n "$view" ]; then mount --bind "$view/passwd" /etc/passwd && '
+                   'mount --bind "$view/group" /etc/group || exit 125; fi; exec "$@"')
 #: Before that, the program joins its account's control groups (hci_envs.sandbox.limits): the files named up to
 #: "--" get its pid, while it is still root's to write them.
 _JOIN_GROUPS = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; '
 _PROCESS_VIEW: tuple[list[str], str] | None = None
 
 
-def agent_start(group_files: Sequence[str] = ()) -> list[str]:
+def agent_start(group_files: Sequence[str] = (), account: AgentAccount | None = None) -> list[str]:
     """The root-run start of an agent's program, before it becomes the agent: it joins its account's control
-    groups (``group_files``, their cgroup.procs) and gets a /proc that shows its own account's processes only,
-    where this process can do each; [] where it can do neither."""
+    groups (``group_files``, their cgroup.procs) and gets a /proc that shows its own account's processes only
+    and, for ``account``, account files in which its user is ``hci-agent``, where this process can do each; []
+    where it can do neither."""
     namespace = process_view()[0]
     if namespace:
-        return _start_in(namespace, group_files)
+        view = account_view(account) if account is not None else None
+        return _start_in(namespace, group_files, view)
     if group_files:
         return ["/bin/sh", "-c", _JOIN_GROUPS + 'exec "$@"', "sh", *group_files, "--"]
     return []
 
 
-def _start_in(namespace: Sequence[str], group_files: Sequence[str]) -> list[str]:
-    return [*namespace, "/bin/sh", "-c", _JOIN_GROUPS + _HIDE_PROCESSES, "sh", *group_files, "--"]
+def _start_in(namespace: Sequence[str], group_files: Sequence[str], view: Path | None = None) -> list[str]:
+    return [*namespace, "/bin/sh", "-c", 'view=$1; shift; ' + _JOIN_GROUPS + _HIDE_PROCESSES, "sh", str(view or ""),
+            *group_files, "--"]
+
+
+_VIEWS: dict[int, tuple[tuple[float, float], Path]] = {}
+_VIEWS_LOCK = threading.Lock()
+
+
+def account_view(account: AgentAccount) -> Path | None:
+    """A folder with ``passwd`` and ``group`` as ``account``'s programs see them: the machine's, with the
+    account's own user and group named ``hci-agent`` (None where its name is that already). Made again when
+    the machine's files change."""
+    if account.name == ACCOUNT_NAME:
+        return None
+    try:
+        stamp = (os.stat("/etc/passwd").st_mtime, os.stat("/etc/group").st_mtime)
+    except OSError:
+        return None
+    with _VIEWS_LOCK:
+        known = _VIEWS.get(account.uid)
+        if known is not None and known[0] == stamp and (known[1] / "group").exists():
+            return known[1]
+        folder = run_dir() / "views" / str(account.uid)
+        folder.mkdir(parents=True, exist_ok=True)
+        os.chmod(folder, 0o755)
+        for name, key in (("passwd", 2), ("group", 2)):
+            lines = Path(f"/etc/{name}").read_text().splitlines(keepends=True)
+            mine = str(account.uid if name == "passwd" else account.gid)
+            shown = [ACCOUNT_NAME + line[line.index(":"):] if line.split(":")[key:key + 1] == [mine] and
+                     line.startswith(account.name + ":") else line for line in lines]
+            fresh = folder / f".{name}.{os.getpid()}"
+            fresh.write_text("".join(shown))
+            os.chmod(fresh, 0o644)
+            os.replace(fresh, folder / name)
+        _VIEWS[account.uid] = (stamp, folder)
+        return folder
 
 
 def process_view() -> tuple[list[str], str]:

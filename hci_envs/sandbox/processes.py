@@ -144,7 +144,7 @@ class ProcessSupervisor:
             from .accounts import agent_start
 
             argv = account.command(argv, max_processes=max_processes)
-            start = agent_start(groups)  # first of all, as root: the session's limits, its own /proc
+            start = agent_start(groups, account)  # first, as root: the session's limits, its own /proc and user
         elif _ambient_capabilities():
             argv = _drop_capabilities(argv)
         argv = [*start, *namespace, *argv]
