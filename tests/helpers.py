@@ -111,7 +111,7 @@ class ServerProcess:
     """``hci-envs serve`` as a real subprocess on a free port."""
 
     def __init__(self, *args: str, env: dict[str, str] | None = None, port: int | None = None,
-                 prefix: list[str] | None = None, spare_flag: bool = True) -> None:
+                 prefix: list[str] | None = None, spare_flag: bool = True, command: list[str] | None = None) -> None:
         self.port = port or free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         # Spare desktops are off unless a test asks for them (--spare): the Tk probe of a spare would write
@@ -121,12 +121,13 @@ class ServerProcess:
         self.args = ["serve", "--port", str(self.port), *spare, *args]
         self.env = {**os.environ, **(env or {})}
         self.prefix = prefix or []  # e.g. setpriv, to run the server as another user
+        self.command = command or hci_envs_command()  # e.g. the hci-envs of another installation
         self.proc: subprocess.Popen[str] | None = None
         self.output: list[str] = []
 
     def start(self, timeout: float = 30.0) -> ServerProcess:
         self.proc = subprocess.Popen(
-            [*self.prefix, *hci_envs_command(), *self.args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            [*self.prefix, *self.command, *self.args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, env=self.env, start_new_session=True,
         )
         threading.Thread(target=self._pump, daemon=True).start()

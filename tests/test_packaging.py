@@ -160,3 +160,47 @@ def test_uninstalling_hci_envs_leaves_enthought_traits_working(light_venv: Path,
 def need_image(tag: str) -> None:
     done = subprocess.run(["docker", "image", "inspect", tag], capture_output=True)
     need(done.returncode == 0, f"the image {tag}; `hci-envs image build --for-tests` builds it")
+
+
+@pytest.mark.x11
+def test_installed_with_pip_the_answers_are_the_servers_alone(wheel: Path) -> None:
+    """pip installs a package readable by everyone: the first server started from it makes its task answers
+    (the built-in task file, the real-application suite) private, after asking as an agent account; the agent,
+    with its own tools, then reads none of them."""
+    need(os.geteuid() == 0, "root: the server runs agents as accounts of their own")
+    import sysconfig
+
+    import httpx
+    from helpers import McpClient, ServerProcess, agent_writable_dir
+
+    home = agent_writable_dir("hci-envs-pip-")
+    os.chmod(home, 0o755)  # like a user's home: others may enter it
+    run([sys.executable, "-m", "venv", str(home / "venv")], cwd=home)
+    python = home / "venv" / "bin" / "python"
+    run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], cwd=home)
+    # the server's dependencies from this test run's environment (not hci_envs: the wheel's own is first)
+    site = Path(run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], cwd=home).stdout.strip())
+    (site / "deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    package = site / "hci_envs" / "tasks"
+    assert run([str(python), "-c", "import hci_envs; print(hci_envs.__file__)"], cwd=home).stdout.startswith(str(site))
+    answers = [package / "builtin.jsonl", package / "suite" / "editor.py"]
+    assert all(path.stat().st_mode & 0o004 for path in answers)  # as pip left them: everyone's
+    control = "pip-control-token-0123456789abcdef"
+    with ServerProcess("--env", "workstation", "--agent-tokens", command=[str(home / "venv" / "bin" / "hci-envs")],
+                       env={"HCI_ENVS_CONTROL_TOKEN": control}) as server:
+        assert any("made private" in line and "suite" in line for line in server.output), server.output
+        info = httpx.post(f"{server.base_url}/sessions", headers={"authorization": f"Bearer {control}"},
+                          timeout=120).json()
+        with McpClient(info["mcp_tools_url"], info["agent_token"]) as mcp:
+            def bash(command: str) -> dict:
+                return mcp.call("bash", {"command": command}).structured_content
+
+            tried = bash(f"cat {answers[0]}; cat {answers[1]}; ls {package / 'suite'}; "
+                         f"{python} -c 'import hci_envs.tasks.suite'")
+            assert "form-contact" not in tried["stdout"] and "def " not in tried["stdout"], tried
+            assert tried["stderr"].count("Permission denied") >= 3, tried
+        # the server itself still reads them: a built-in task resets and scores
+        with httpx.Client(base_url=server.base_url, headers={"authorization": f"Bearer {control}"},
+                          timeout=120) as http:
+            assert http.post("/reset", json={"task": "form-contact"}).status_code == 200
+            assert "score" in http.post("/score", json={}).json()

@@ -307,3 +307,38 @@ def test_the_terminals_catch_up_when_the_agents_commands_have_finished(tmp_path)
             os.kill(left, 9)
         os.waitpid(pid, 0)
         os.close(master)
+
+
+@pytest.mark.x11
+def test_answers_an_agent_could_read_are_made_private_or_the_start_is_refused_naming_the_fix():
+    """Asked as an agent account: a readable task file becomes its owner's alone; one that cannot be changed
+    (immutable here, as a file of another owner would be to a server that is not root) stops the start with the
+    command that fixes it."""
+    import os
+    import subprocess
+
+    from conftest import need
+    from helpers import agent_writable_dir
+
+    from hci_envs.errors import ConfigError
+    from hci_envs.tasks.privacy import keep_answers_private, readable_by_agents
+
+    need(os.geteuid() == 0, "root: the agent accounts are asked, and files changed, by a root server")
+    folder = agent_writable_dir("hci-envs-answers-")
+    os.chmod(folder, 0o755)
+    tasks, fixed = folder / "tasks.jsonl", folder / "fixed.jsonl"
+    for path in (tasks, fixed):
+        path.write_text('{"id": "t", "instruction": "x", "checker": {"type": "file", "path": "a", "equals": "b"}}\n')
+        os.chmod(path, 0o644)
+    assert readable_by_agents([tasks, fixed, folder]) == [tasks, fixed, folder]
+    assert keep_answers_private([tasks]) == [tasks]
+    assert readable_by_agents([tasks]) == [] and oct(tasks.stat().st_mode & 0o777) == "0o600"
+    assert keep_answers_private([tasks]) == []  # nothing left to do
+    need(subprocess.run(["chattr", "+i", str(fixed)], capture_output=True).returncode == 0,
+         "chattr +i on the test's folder (an ext4-like file system)")
+    try:
+        with pytest.raises(ConfigError, match=r"chmod -R go-rwx .*fixed\.jsonl") as refused:
+            keep_answers_private([fixed])
+        assert "cannot make them private" in refused.value.message
+    finally:
+        subprocess.run(["chattr", "-i", str(fixed)], check=True)

@@ -79,7 +79,7 @@ AGENT_ACCOUNT_NAME = "hci-agent"
 AGENT_NAME = re.compile(rf"{re.escape(AGENT_ACCOUNT_NAME)}(-\d+)?")
 #: Where the answers of tasks live, relative to the checkout: agent accounts must not read them. The task
 #: file itself, and every other copy of it: git's objects, setuptools' build folder, the wheelhouse.
-PRIVATE_PATHS = ("hci_envs/tasks/builtin.jsonl", ".git", "build", "images/.build")
+PRIVATE_PATHS = ("hci_envs/tasks/builtin.jsonl", "hci_envs/tasks/suite", ".git", "build", "images/.build")
 
 
 def log(message: str) -> None:

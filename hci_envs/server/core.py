@@ -99,6 +99,10 @@ class HciServer:
                                                 mode=config.mode).items()
         }
         self.task_suite = TaskSuite(config.tasks)
+        if self.isolation.mode == "uid":  # the answers of its tasks: not for the agents' accounts to read
+            from ..tasks.privacy import answer_paths, keep_answers_private
+
+            keep_answers_private(answer_paths(config.tasks))
         #: Our own error that stopped the server's start-up, said in one line (see ``HciApp``).
         self.startup_error: Any = None
 

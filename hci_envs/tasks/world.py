@@ -28,7 +28,9 @@ from typing import Any
 from .. import plugins
 from ..errors import ConfigError, HciEnvsError, MissingDependencyError
 from ..protocol import Observation
+from .catalog import APPS_SUITE
 from .needs import require_checkers
+from .privacy import answer_paths, keep_answers_private
 from .reports import RunReport, TaskResult, write_reports
 from .scoring import Score
 from .spec import TaskSpec, load_tasks
@@ -64,7 +66,11 @@ class World:
         self.tasks = load_tasks(tasks) if isinstance(tasks, str | Path) else list(tasks)
         if not self.tasks:
             raise HciEnvsError("a world needs at least one task")
-        if isinstance(tasks, str | Path):
+        from ..sandbox.accounts import resolve_isolation
+
+        if resolve_isolation().mode == "uid":  # the answers: not for the agents' accounts to read
+            keep_answers_private(answer_paths(tasks if isinstance(tasks, str | Path) else APPS_SUITE))
+        elif isinstance(tasks, str | Path):
             warn_if_readable_by_agents(Path(tasks))
         require_checkers(self.tasks, "World")
         if sessions < 1:
