@@ -28,7 +28,8 @@ def test_sizes_read_as_people_write_them(given, size):
 @pytest.mark.fake
 @pytest.mark.parametrize("options,message", [
     ({"memory": "lots"}, "like 512M"), ({"memory": "1M"}, "at least 64M"), ({"processes": 3}, "at least 16"),
-    ({"processes": True}, "at least 16"), ({"cpu_weight": 0}, "1 to 10000"), ({"disk": "1G"}, "unknown limits: disk"),
+    ({"processes": True}, "at least 16"), ({"cpu_weight": 0}, "1 to 10000"), ({"disk": "1M"}, "at least 16M"),
+    ({"swap": "1G"}, "unknown limits: swap"),
 ])
 def test_bad_limits_are_refused_naming_the_field(options, message):
     with pytest.raises(ConfigError, match=message) as refused:
@@ -97,6 +98,54 @@ def test_a_fork_bomb_and_a_memory_hog_stop_at_their_sessions_limits_and_the_othe
         finally:
             a.__exit__(None, None, None)
             b.__exit__(None, None, None)
+
+
+@pytest.mark.x11
+def test_a_disk_filler_stops_at_its_sessions_room_and_the_other_session_carries_on():
+    """The agent's home and its runtime folder (TMPDIR) each hold the session's disk limit, and no file it writes
+    anywhere grows past it (the machine's /tmp included); it is told once; the other session carries on, and a
+    reset gives the room back."""
+    need(os.geteuid() == 0, "root: the room is tmpfs mounts a root server makes")
+    import httpx
+
+    with ServerProcess("--env", "workstation", "--agent-tokens", "--max-sessions", "3", "--limit-disk", "64M",
+                       env={"HCI_ENVS_CONTROL_TOKEN": CONTROL}) as server:
+        control = {"authorization": f"Bearer {CONTROL}"}
+        limits = httpx.get(f"{server.base_url}/metadata", headers=control).json()["limits"]
+        assert limits["disk"] == 64 * 1024**2 and limits["disk_enforced_by"].startswith("tmpfs"), limits
+        (a, a_info), (b, _b_info) = _agent(server), _agent(server)
+        try:
+            free = os.statvfs("/tmp").f_bavail * os.statvfs("/tmp").f_frsize
+            home = _bash(a, "echo $HOME")["stdout"].strip()
+            for place, room in (("~", "home"), ("$TMPDIR", "runtime folder")):
+                filled = _bash(a, f"dd if=/dev/zero of={place}/fill bs=1M count=200 2>&1; ls -l {place}/fill",
+                               timeout=60)
+                said = filled["stdout"] + filled["stderr"]  # whichever of the two bounds came first
+                assert "No space left on device" in said or "File size limit exceeded" in said, (place, filled)
+                size = int(filled["stdout"].split("\n")[-2].split()[4])
+                assert 32 * 1024**2 < size <= 64 * 1024**2, (place, filled)
+                assert f"session's {room}" in filled.get("limit", "") and "is full" in filled["limit"], filled
+            assert "is full" not in _bash(a, "true").get("limit", "")  # said once, not with every result
+            # a file in the machine's shared /tmp stops at the limit too (the writer is stopped, and says why)
+            big = _bash(a, "dd if=/dev/zero of=/tmp/hci-envs-fill-$(id -u) bs=1M count=200 2>&1; "
+                           "ls -l /tmp/hci-envs-fill-$(id -u)", timeout=60)
+            assert "File size limit exceeded" in big["stdout"] + big["stderr"], big
+            assert int(big["stdout"].split("\n")[-2].split()[4]) <= 64 * 1024**2, big
+            # the machine's disk did not take the filled rooms
+            assert free - os.statvfs("/tmp").f_bavail * os.statvfs("/tmp").f_frsize < 100 * 1024**2
+            # meanwhile the other session writes as ever, into its own room
+            assert _bash(b, "dd if=/dev/zero of=~/f bs=1M count=10 2>&1 | tail -1; ls ~")["stdout"].split()[-1] == "f"
+            sid = a_info["session_id"]
+            assert httpx.post(f"{server.base_url}/sessions/{sid}/reset", json={}, headers=control,
+                              timeout=120).status_code == 200
+            after = _bash(a, "ls ~/fill $TMPDIR/fill /tmp/hci-envs-fill-* 2>&1 | grep -c 'No such'; "
+                             "dd if=/dev/zero of=~/again bs=1M count=8 2>&1 | tail -1")
+            assert after["stdout"].split()[0] == "3" and "copied" in after["stdout"], after
+        finally:
+            a.__exit__(None, None, None)
+            b.__exit__(None, None, None)
+    # nothing of the sessions' rooms is left mounted, nor their folders
+    assert home not in Path("/proc/self/mountinfo").read_text() and not Path(home).exists(), home
 
 
 @pytest.mark.fake

@@ -26,6 +26,7 @@ from ..protocol import AppState, StartState
 from ..sandbox.accounts import ACCOUNT_NAME, AGENT_PATH, AgentAccount, remove_private_dir
 from ..sandbox.limits import Limits, hierarchy
 from ..sandbox.network import NetworkPolicy, egress
+from ..sandbox.space import bound_folder, full as space_full, unavailable as space_unavailable
 from ..sandbox.watchdog import remove_temporary_dir, temporary_dir
 from ..sandbox.processes import ProcessSupervisor
 from . import quiescence
@@ -158,14 +159,24 @@ class BaseDesktop(abc.ABC):
         # the server's runtime directory: cookies, logs, the window manager's configuration, the VNC socket
         self._runtime = temporary_dir("hci-envs-desktop-")
         # the agent's runtime directory (XDG_RUNTIME_DIR, TMPDIR, its copy of the cookie), private to it
+        #: Whether the disk limit holds here: the runtime folder a tmpfs of its size, and no file larger.
+        self.bounded = account is not None and limits is not None and limits.disk is not None and \
+            space_unavailable() is None
         if account is not None:
             self.agent_runtime = account.private_dir("hci-envs-agent-")
+            if self.bounded:
+                try:
+                    bound_folder(self.agent_runtime, limits.disk, account.uid, account.gid)  # type: ignore[union-attr]
+                except BaseException:
+                    remove_private_dir(self.agent_runtime)
+                    raise
         else:
             self.agent_runtime = self._runtime / "agent"
             self.agent_runtime.mkdir(mode=0o700)
         self._client_auth = self.agent_runtime / "Xauthority"
         self._started = False
         self._closed = False
+        self._full: set[str] = set()  # the disk limit's places said to be full
 
     # -- the display: each kind's own ------------------------------------------------------------------
     @property
@@ -290,14 +301,16 @@ class BaseDesktop(abc.ABC):
             argv = ["/bin/sh", "-c", _ENTER, cwd, *argv]
         return self.processes.spawn(name, argv, account=self.account,  # type: ignore[arg-type]
                                     max_processes=self.max_processes,
-                                    groups=self.groups.procs_files() if self.groups is not None else (), **kwargs)
+                                    groups=self.groups.procs_files() if self.groups is not None else (),
+                                    file_size=self.limits.disk if self.bounded else None,  # type: ignore[union-attr]
+                                    **kwargs)
 
     def limits_enforced(self) -> str | None:
         """What the kernel did to the agent side for its limits since the last time this was asked, in words for
         the agent's next observation; None when nothing."""
-        if self.groups is None or self.limits is None:
+        if self.limits is None:
             return None
-        enforced = self.groups.enforced_since_apply()
+        enforced = self.groups.enforced_since_apply() if self.groups is not None else {}
         said = []
         if enforced.get("memory"):
             said.append(f"the kernel stopped {enforced['memory']} process(es) of this session: its memory limit "
@@ -306,7 +319,24 @@ class BaseDesktop(abc.ABC):
         if enforced.get("processes"):
             said.append(f"{enforced['processes']} new process(es) or thread(s) were refused: this session may run "
                         f"{self.limits.processes} at once")
+        said += self._space_full()
         return "; ".join(said) or None
+
+    def _space_full(self) -> list[str]:
+        """The disk limit's places that have just become full (said once each, until they have room again)."""
+        if self.limits is None or self.limits.disk is None or self.account is None:
+            return []
+        places = {"home": Path(self.home)} if self.home_path else {}
+        if self.bounded:
+            places["runtime folder (XDG_RUNTIME_DIR, with TMPDIR)"] = self.agent_runtime
+        said = []
+        for name, path in places.items():
+            now = space_full(path)
+            if now and name not in self._full:
+                said.append(f"the session's {name} is full: it may hold {self.limits.disk // 1024**2} MiB, "
+                            "and writing more fails with 'No space left on device'")
+            (self._full.add if now else self._full.discard)(name)
+        return said
 
     def _hold_view_link(self, link: Path) -> None:
         """Point the view link at this desktop's home, unless another open desktop holds it: a link is one

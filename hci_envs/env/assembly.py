@@ -135,7 +135,7 @@ def assemble(
     return EnvironmentParts(
         make_desktop=make_desktop,
         executor=Executor(None, paste_keys=paste_keys, input_blocked=hooks.why_input_blocked),
-        new_desktop_parts=lambda: DesktopParts.new(status, max_snapshot_bytes),
+        new_desktop_parts=lambda: DesktopParts.new(status, max_snapshot_bytes, enforced.disk),
         episode=EpisodeTracker(),
         code=CodeRunner(call_tool=env.call_tool, tools=env.code_tools,
                         contained=not type(env).agent_can_run_programs()),

@@ -42,12 +42,13 @@ class DesktopParts:
     home_fingerprint: frozenset[tuple[str, int, int]] | None = None
 
     @classmethod
-    def new(cls, isolation: Any, max_snapshot_bytes: int) -> DesktopParts:
+    def new(cls, isolation: Any, max_snapshot_bytes: int, disk: int | None = None) -> DesktopParts:
         """Parts without a desktop yet: an agent account leased from ``isolation`` (None without isolation)
         and an empty home of its own."""
         lease = isolation.lease()
         try:
-            homes = HomeStore(lease.account if lease is not None else None, max_snapshot_bytes=max_snapshot_bytes)
+            homes = HomeStore(lease.account if lease is not None else None, max_snapshot_bytes=max_snapshot_bytes,
+                              disk=disk)
         except BaseException:
             if lease is not None:
                 lease.release()

@@ -91,7 +91,7 @@ def serve_config(args: argparse.Namespace, port: int, osworld_port: int | None =
         env_kwargs["observation"] = observation
     env_kwargs["spare"] = True if args.spare is None else args.spare
     limits = {"memory": getattr(args, "limit_memory", None), "processes": getattr(args, "limit_processes", None),
-              "cpu_weight": getattr(args, "limit_cpu_weight", None)}
+              "cpu_weight": getattr(args, "limit_cpu_weight", None), "disk": getattr(args, "limit_disk", None)}
     from ..sandbox.limits import Limits
 
     if getattr(args, "no_limits", False):
@@ -319,6 +319,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="processes and threads each session's agent side may run at once (default 1024)")
     p.add_argument("--limit-cpu-weight", type=int, metavar="W",
                    help="each session's share of the CPU against the others' (1 to 10000, default 100)")
+    p.add_argument("--limit-disk", metavar="SIZE",
+                   help="room for each session's agent files, e.g. 1G: its home and its runtime folder (TMPDIR), each, "
+                        "and any one file (default: half the memory limit, at most 4G; tmpfs, which the memory limit "
+                        "counts)")
     p.add_argument("--no-limits", action="store_true",
                    help="no per-session limits: one agent can then take the whole machine (for measurements)")
     p.add_argument("--network", choices=("none", "allowlist", "open"), default=None,

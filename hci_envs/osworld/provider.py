@@ -85,6 +85,10 @@ class HciEnvsProvider:
             return
         if home_view is not None:
             self.serve_options["home_view"] = home_view
+        # OSWorld's machine reaches the network, and its tasks open web pages: so do its agents here, unless the
+        # caller confines them (network="none", or an allowlist: allow=[...])
+        if "allow" not in self.serve_options:
+            self.serve_options.setdefault("network", "open")
         if "home_template" not in self.serve_options:  # OSWorld's home: see .home
             import shutil
             import weakref
@@ -130,7 +134,7 @@ class HciEnvsProvider:
         command = ["hci-envs", "serve", "--host", "0.0.0.0", "--port", "8000", "--env", self.env,
                    "--size", f"{width}x{height}", "--osworld-gate-port", str(GATE_PORT), "--max-sessions", "1",
                    # the view is a link in the image, which serves one desktop at a time: no spare
-                   "--no-spare", "--home-template", IMAGE_HOME_TEMPLATE]
+                   "--no-spare", "--home-template", IMAGE_HOME_TEMPLATE, "--network", "open"]
         if self.home_view is not None:
             command += ["--home-view", self.home_view]
         # The homes are on the container's /tmp: OSWorld's tasks run scripts from theirs (~/bin/...), which

@@ -55,6 +55,9 @@ class LocalProvider(Provider):
                     argv += ["--app", app if isinstance(app, str) else " ".join(f"'{a}'" for a in app)]
             elif value is True:
                 argv.append(flag)
+            elif isinstance(value, list | tuple):  # a repeatable option (allow=[...])
+                for item in value:
+                    argv += [flag, str(item)]
             else:
                 argv += [flag, str(value)]
         return argv

@@ -360,34 +360,39 @@ _DETECTED: IsolationStatus | None = None
 #: Run as root in the agent's new mount namespace, before its program: /proc mounted again with hidepid=2, so
 #: that its processes see their own account's processes only (not other sessions' command lines, nor the
 #: server's); then, given a folder ($view) with the account's view of the account files, those over
-#: /etc/passwd and /etc/group. The agent cannot unmount them: it has no capability, and the mount namespace is
-#: not its own.
+#: /etc/passwd and /etc/group; and given its session's disk limit ($fsize, in the 512-byte blocks of sh's ulimit),
+#: files no larger (hci_envs.sandbox.space). The agent cannot unmount them or raise the limit: it has no
+#: capability, and the mount namespace is not its own.
 _HIDE_PROCESSES = ('mount -t proc -o hidepid=2 proc /proc || exit 125; '
                    'if [ -n "$view" ]; then mount --bind "$view/passwd" /etc/passwd && '
-                   'mount --bind "$view/group" /etc/group || exit 125; fi; exec "$@"')
+                   'mount --bind "$view/group" /etc/group || exit 125; fi; '
+                   'if [ -n "$fsize" ]; then ulimit -f "$fsize" || exit 125; fi; exec "$@"')
 #: Before that, the program joins its account's control groups (hci_envs.sandbox.limits): the files named up to
 #: "--" get its pid, while it is still root's to write them.
 _JOIN_GROUPS = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; '
 _PROCESS_VIEW: tuple[list[str], str] | None = None
 
 
-def agent_start(group_files: Sequence[str] = (), account: AgentAccount | None = None) -> list[str]:
+def agent_start(group_files: Sequence[str] = (), account: AgentAccount | None = None,
+                file_size: int | None = None) -> list[str]:
     """The root-run start of an agent's program, before it becomes the agent: it joins its account's control
     groups (``group_files``, their cgroup.procs) and gets a /proc that shows its own account's processes only
-    and, for ``account``, account files in which its user is ``hci-agent``, where this process can do each; []
-    where it can do neither."""
+    and, for ``account``, account files in which its user is ``hci-agent`` (with ``file_size``, files of at most
+    that many bytes), where this process can do each; [] where it can do neither."""
     namespace = process_view()[0]
     if namespace:
         view = account_view(account) if account is not None else None
-        return _start_in(namespace, group_files, view)
+        return _start_in(namespace, group_files, view, file_size)
     if group_files:
         return ["/bin/sh", "-c", _JOIN_GROUPS + 'exec "$@"', "sh", *group_files, "--"]
     return []
 
 
-def _start_in(namespace: Sequence[str], group_files: Sequence[str], view: Path | None = None) -> list[str]:
-    return [*namespace, "/bin/sh", "-c", 'view=$1; shift; ' + _JOIN_GROUPS + _HIDE_PROCESSES, "sh", str(view or ""),
-            *group_files, "--"]
+def _start_in(namespace: Sequence[str], group_files: Sequence[str], view: Path | None = None,
+              file_size: int | None = None) -> list[str]:
+    blocks = str(max(1, file_size // 512)) if file_size else ""
+    return [*namespace, "/bin/sh", "-c", 'view=$1; fsize=$2; shift 2; ' + _JOIN_GROUPS + _HIDE_PROCESSES, "sh",
+            str(view or ""), blocks, *group_files, "--"]
 
 
 _VIEWS: dict[int, tuple[tuple[float, float], Path]] = {}

@@ -31,11 +31,22 @@ class HomeStore:
     """One session's home directory and its named snapshots."""
 
     def __init__(self, account: AgentAccount | None = None, *,
-                 max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES) -> None:
+                 max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES, disk: int | None = None) -> None:
         self.account = account
         self.max_snapshot_bytes = max_snapshot_bytes
+        #: The most the home may hold (a tmpfs of that size: hci_envs.sandbox.space), where that can be had.
+        self.disk = None
         if account is not None:
             self.path = account.private_dir("hci-envs-home-")
+            from .space import bound_folder, unavailable
+
+            if disk is not None and unavailable() is None:
+                try:
+                    bound_folder(self.path, disk, account.uid, account.gid)
+                except BaseException:
+                    remove_private_dir(self.path)
+                    raise
+                self.disk = disk
         else:
             self.path = temporary_dir("hci-envs-home-")
         self._snapshots: dict[str, Path] = {}

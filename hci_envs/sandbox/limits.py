@@ -46,6 +46,7 @@ class Limits:
     processes: int | None = None
     memory: int | None = None  # bytes
     cpu_weight: int = 100  # a share against the other sessions (cgroup v2's weight; 100 is the default)
+    disk: int | None = None  # bytes: the home, and the runtime folder (with TMPDIR), each; and any one file
 
     @classmethod
     def default(cls, max_sessions: int = 8) -> Limits:
@@ -53,30 +54,38 @@ class Limits:
         more than 3/4 of it, so the server and the rest keep room) and 1024 processes and threads."""
         total = _total_memory()
         share = max(2 * 1024**3, total // max(1, max_sessions))
-        return cls(processes=1024, memory=min(share, total * 3 // 4) if total else None)
+        memory = min(share, total * 3 // 4) if total else None
+        # the disk's files are in memory (tmpfs) and count against it: half of it each, at most 4 GiB
+        disk = min(memory // 2, 4 * 1024**3) if memory else 1024**3
+        return cls(processes=1024, memory=memory, disk=disk)
 
     @classmethod
     def none(cls) -> Limits:
         """No limit: the agent side may take the whole machine (``serve --no-limits``)."""
-        return cls(processes=None, memory=None)
+        return cls(processes=None, memory=None, disk=None)
 
     @property
     def any(self) -> bool:
-        return self.processes is not None or self.memory is not None or self.cpu_weight != 100
+        return self.processes is not None or self.memory is not None or self.cpu_weight != 100 or \
+            self.disk is not None
 
     @classmethod
     def from_options(cls, options: dict[str, Any] | None, base: Limits | None = None) -> Limits:
-        """``{"processes": N, "memory": "2G" | bytes, "cpu_weight": W}`` over ``base`` (or the defaults)."""
+        """``{"processes": N, "memory": "2G" | bytes, "cpu_weight": W, "disk": "1G" | bytes}`` over ``base`` (or the
+        defaults)."""
         base = base or cls.default()
         if not options:
             return base
-        unknown = set(options) - {"processes", "memory", "cpu_weight"}
+        unknown = set(options) - {"processes", "memory", "cpu_weight", "disk"}
         if unknown:
-            raise ConfigError(f"unknown limits: {', '.join(sorted(unknown))} (processes, memory, cpu_weight)",
+            raise ConfigError(f"unknown limits: {', '.join(sorted(unknown))} (processes, memory, cpu_weight, disk)",
                               field="limits")
         processes = options.get("processes", base.processes)
         memory = parse_size(options["memory"]) if "memory" in options else base.memory
         weight = options.get("cpu_weight", base.cpu_weight)
+        disk = parse_size(options["disk"]) if "disk" in options else base.disk
+        if disk is not None and disk < 16 * 1024**2:
+            raise ConfigError(f"limits.disk is at least 16M, or null, not {disk!r}", field="limits")
         if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int)
                                       or processes < 16):
             raise ConfigError(f"limits.processes is an integer of at least 16, or null, not {processes!r}",
@@ -85,10 +94,11 @@ class Limits:
             raise ConfigError(f"limits.memory is at least 64M, or null, not {memory!r}", field="limits")
         if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 10_000:
             raise ConfigError(f"limits.cpu_weight is an integer from 1 to 10000, not {weight!r}", field="limits")
-        return cls(processes, memory, weight)
+        return cls(processes, memory, weight, disk)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"processes": self.processes, "memory": self.memory, "cpu_weight": self.cpu_weight}
+        return {"processes": self.processes, "memory": self.memory, "cpu_weight": self.cpu_weight,
+                "disk": self.disk}
 
 
 def parse_size(value: Any) -> int | None:
@@ -307,10 +317,16 @@ def hierarchy() -> _Hierarchy:
 
 def status(limits: Limits, isolated: bool) -> dict[str, Any]:
     """The limits and what enforces them, as ``state()`` and ``/metadata`` report them."""
+    from .space import unavailable
+
     how = mechanism() if isolated else "none: the agent side runs as the server's user (no account to limit)"
     if not limits.any:
         how = "none: no limits were asked for"
-    return {**limits.to_dict(), "enforced_by": how}
+    disk = "none: no disk limit was asked for" if limits.disk is None else \
+        "none: the agent side runs as the server's user (no account to limit)" if not isolated else \
+        f"none here: {unavailable()}" if unavailable() else \
+        "tmpfs per session (the home; the runtime folder, with TMPDIR) and RLIMIT_FSIZE (any file)"
+    return {**limits.to_dict(), "enforced_by": how, "disk_enforced_by": disk}
 
 
 def mechanism() -> str:

@@ -133,18 +133,20 @@ class ProcessSupervisor:
         max_processes: int = 0,
         namespace: Sequence[str] = (),
         groups: Sequence[str] = (),
+        file_size: int | None = None,
     ) -> subprocess.Popen[bytes]:
         """Start ``argv`` in a new process group; as ``account`` when given (with a private umask), else as
         this process's user without its capabilities. ``namespace`` is a command that runs first, with this
         process's privileges, and execs the rest (a mount namespace of the agent's own, say). An account's
         program first joins the control groups whose cgroup.procs files ``groups`` names (its session's limits)
-        and gets a /proc of its own (:func:`~hci_envs.sandbox.accounts.agent_start`)."""
+        and gets a /proc of its own, and with ``file_size``, files of at most that many bytes
+        (:func:`~hci_envs.sandbox.accounts.agent_start`)."""
         start: list[str] = []
         if account is not None:
             from .accounts import agent_start
 
             argv = account.command(argv, max_processes=max_processes)
-            start = agent_start(groups, account)  # first, as root: the session's limits, its own /proc and user
+            start = agent_start(groups, account, file_size)  # first, as root: the session's limits, its own /proc and user
         elif _ambient_capabilities():
             argv = _drop_capabilities(argv)
         argv = [*start, *namespace, *argv]

@@ -7,7 +7,6 @@ removes the temporary folders it was told of (homes, runtime folders with their 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -97,15 +96,19 @@ def _path_line(path: Path) -> str:
     return text
 
 
-def temporary_dir(prefix: str) -> Path:
-    """A new folder in the system's temporary directory (``tempfile.mkdtemp``) that the watchdog removes if this
-    process dies before :func:`remove_temporary_dir` does: nothing of a session stays in /tmp after a kill -9."""
-    path = Path(tempfile.mkdtemp(prefix=prefix))
+def temporary_dir(prefix: str, parent: Path | None = None) -> Path:
+    """A new folder in the system's temporary directory (``tempfile.mkdtemp``; in ``parent`` if given) that the
+    watchdog removes if this process dies before :func:`remove_temporary_dir` does: nothing of a session stays in
+    /tmp after a kill -9."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     WATCHDOG.guard_folder(path)
     return path
 
 
 def remove_temporary_dir(path: Path) -> None:
-    """Remove a folder of :func:`temporary_dir` and tell the watchdog it is gone."""
-    shutil.rmtree(path, ignore_errors=True)
-    WATCHDOG.release_folder(path)
+    """Remove a folder of :func:`temporary_dir` (every mount in it detached first) and tell the watchdog it is
+    gone."""
+    from .watchdog_process import remove_folder
+
+    if remove_folder(path):
+        WATCHDOG.release_folder(path)

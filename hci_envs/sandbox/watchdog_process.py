@@ -80,6 +80,36 @@ def _kill_account(uid: int, gid: int) -> None:
         time.sleep(0.01)
 
 
+def mounts_under(path: str | bytes) -> list[str]:
+    """The mount points at or below ``path`` in this process's mount namespace, deepest first."""
+    root = os.fsdecode(path).rstrip("/")
+    points = []
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as table:
+            for line in table:
+                fields = line.split(" ")
+                point = fields[4].replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n") \
+                    .replace("\\134", "\\")
+                if point == root or point.startswith(root + "/"):
+                    points.append(point)
+    except OSError:
+        return []
+    return sorted(set(points), key=lambda p: p.count("/"), reverse=True)
+
+
+def remove_folder(path: str | bytes) -> bool:
+    """Remove a temporary folder and what is in it, once every mount at or below it is detached (a folder
+    bound in from elsewhere is never walked into: its files are not the folder's); a folder that keeps a
+    mount is left where it is. Returns whether it is gone."""
+    for point in mounts_under(path):
+        subprocess.run(["umount", "--lazy", point], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=False)
+    if mounts_under(path):
+        return False
+    shutil.rmtree(path, ignore_errors=True)  # refuses a symlink in the folder's place
+    return not os.path.lexists(path)
+
+
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C meant for the parent must not kill the guard
     grace = float(sys.argv[1]) if len(sys.argv) > 1 else 2.0
@@ -123,10 +153,7 @@ def main() -> None:
         _kill_account(uid, gid)
     _kill_all(groups, grace)
     for folder in folders:
-        try:
-            shutil.rmtree(folder)  # refuses a symlink in the folder's place
-        except OSError:
-            pass
+        remove_folder(folder)
     for _gid, fd in accounts.values():
         os.close(fd)
 
