@@ -250,7 +250,8 @@ def test_a_huge_sparse_file_fails_its_check_instead_of_filling_the_servers_memor
                                                                    "contains": "done"}})
     with WorkstationEnv() as env:
         env.reset()
-        env.call_tool("bash", {"command": "truncate -s 3G notes.txt; mkfifo pipe.json"})  # as the agent would
+        # as the agent would (a sparse file far past what a checker reads, within the disk limit)
+        env.call_tool("bash", {"command": "truncate -s 512M notes.txt; mkfifo pipe.json"})
         result = score(task.checker, env)
         assert result.value == 0.0 and "more than a checker reads" in result.details[0], result
         json_task = parse_task({"id": "j", "instruction": "x", "checker": {"type": "json", "path": "pipe.json",
