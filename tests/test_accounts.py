@@ -16,10 +16,12 @@ from hci_envs.ops.bootstrap import distinct_account_names
 
 #: An earlier installation's files: three accounts and their groups all named hci-agent, among other users.
 PASSWD = ("root:x:0:0:root:/root:/bin/bash\nhci-agent:x:999:995:hci-envs agent:/nonexistent:/usr/sbin/nologin\n"
-          "alice:x:1000:1000::/home/alice:/bin/bash\nhci-agent:x:998:994:hci-envs agent:/nonexistent:/usr/sbin/nologin\n"
+          "alice:x:1000:1000::/home/alice:/bin/bash\n"
+          "hci-agent:x:998:994:hci-envs agent:/nonexistent:/usr/sbin/nologin\n"
           "hci-agent-0:x:990:990:someone else's:/nonexistent:/usr/sbin/nologin\n"
           "hci-agent:x:997:993:hci-envs agent:/nonexistent:/usr/sbin/nologin\n")
-SHADOW = "root:*:1::::::\nhci-agent:!:2::::::\nalice:!:3::::::\nhci-agent:!:4::::::\nhci-agent-0:!:5::::::\nhci-agent:!:6::::::\n"
+SHADOW = ("root:*:1::::::\nhci-agent:!:2::::::\nalice:!:3::::::\nhci-agent:!:4::::::\nhci-agent-0:!:5::::::\n"
+          "hci-agent:!:6::::::\n")
 GROUP = ("root:x:0:\nhci-agent:x:993:\nalice:x:1000:\nhci-agent:x:995:\nhci-agent:x:994:\nhci-agent-0:x:990:\n"
          "audio:x:29:alice\n")
 GSHADOW = "root:*::\nhci-agent:!::\nalice:!::\nhci-agent:!::\nhci-agent:!::\nhci-agent-0:!::\naudio:*::alice\n"

@@ -153,7 +153,8 @@ def test_serve_takes_limits_or_none_and_refuses_both():
     from helpers import serve_config
 
     config = serve_config("--limit-memory", "1G", "--limit-processes", "200", port=1)
-    assert config.env_kwargs["limits"] == Limits(processes=200, memory=1024**3)
+    # the disk follows the memory asked for: half of it
+    assert config.env_kwargs["limits"] == Limits(processes=200, memory=1024**3, disk=512 * 1024**2)
     assert not serve_config("--no-limits", port=1).env_kwargs["limits"].any
     with pytest.raises(ConfigError, match="contradict"):
         serve_config("--no-limits", "--limit-memory", "1G", port=1)

@@ -181,7 +181,8 @@ def _own_listener(client) -> int:
     """A listener the agent runs itself (in the background of its shell); its port."""
     out = _bash(client, "nohup python3 -c \"import socket\ns = socket.create_server(('127.0.0.1', 0))\n"
                         "print(s.getsockname()[1], flush=True)\nwhile True:\n    c, _ = s.accept(); c.recv(64); "
-                        "c.sendall(b'its-own\\n'); c.close()\" > ~/port.txt 2>&1 & sleep 1; cat ~/port.txt", persistent=True)
+                        "c.sendall(b'its-own\\n'); c.close()\" > ~/port.txt 2>&1 & sleep 1; cat ~/port.txt",
+                persistent=True)
     return int(out.split()[0])
 
 

@@ -55,9 +55,7 @@ class Limits:
         total = _total_memory()
         share = max(2 * 1024**3, total // max(1, max_sessions))
         memory = min(share, total * 3 // 4) if total else None
-        # the disk's files are in memory (tmpfs) and count against it: half of it each, at most 4 GiB
-        disk = min(memory // 2, 4 * 1024**3) if memory else 1024**3
-        return cls(processes=1024, memory=memory, disk=disk)
+        return cls(processes=1024, memory=memory, disk=_disk_for(memory) if memory else 1024**3)
 
     @classmethod
     def none(cls) -> Limits:
@@ -84,6 +82,8 @@ class Limits:
         memory = parse_size(options["memory"]) if "memory" in options else base.memory
         weight = options.get("cpu_weight", base.cpu_weight)
         disk = parse_size(options["disk"]) if "disk" in options else base.disk
+        if "disk" not in options and "memory" in options and base.disk is not None and memory:
+            disk = _disk_for(memory)  # the default follows the memory asked for
         if disk is not None and disk < 16 * 1024**2:
             raise ConfigError(f"limits.disk is at least 16M, or null, not {disk!r}", field="limits")
         if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int)
@@ -113,6 +113,12 @@ def parse_size(value: Any) -> int | None:
         except ValueError:
             pass
     raise ConfigError(f"a size is a number of bytes or like 512M or 2G, not {value!r}", field="limits")
+
+
+def _disk_for(memory: int) -> int:
+    """The default disk limit for a memory limit: the disk's files are in memory (tmpfs) and count against it,
+    so half of it, at most 4 GiB."""
+    return max(16 * 1024**2, min(memory // 2, 4 * 1024**3))
 
 
 def _total_memory() -> int:

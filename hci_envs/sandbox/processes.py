@@ -146,7 +146,8 @@ class ProcessSupervisor:
             from .accounts import agent_start
 
             argv = account.command(argv, max_processes=max_processes)
-            start = agent_start(groups, account, file_size)  # first, as root: the session's limits, its own /proc and user
+            # first of all, as root: the session's limits, its own /proc and user
+            start = agent_start(groups, account, file_size)
         elif _ambient_capabilities():
             argv = _drop_capabilities(argv)
         argv = [*start, *namespace, *argv]

@@ -27,8 +27,8 @@ _UNAVAILABLE: list[str | None] = []
 def unavailable() -> str | None:
     """Why the disk limit cannot be enforced here, or None."""
     if not _UNAVAILABLE:
-        _UNAVAILABLE.append(None if os.geteuid() == 0 else
-                            "the server is not root (the homes and runtime folders are tmpfs mounts a root server makes)")
+        _UNAVAILABLE.append(None if os.geteuid() == 0 else "the server is not root (the homes and runtime "
+                            "folders are tmpfs mounts a root server makes)")
     return _UNAVAILABLE[0]
 
 

@@ -100,9 +100,9 @@ class HciServer:
         }
         self.task_suite = TaskSuite(config.tasks)
         if self.isolation.mode == "uid":  # the answers of its tasks: not for the agents' accounts to read
-            from ..tasks.privacy import answer_paths, keep_answers_private
+            from ..tasks.privacy import keep_answers_private
 
-            keep_answers_private(answer_paths(config.tasks))
+            keep_answers_private(self.task_suite.answer_paths())
         #: Our own error that stopped the server's start-up, said in one line (see ``HciApp``).
         self.startup_error: Any = None
 

@@ -51,6 +51,17 @@ class TaskSuite:
                     self._tasks = {t.id: t for t in load_tasks(self.source or BUILTIN)}
             return self._tasks
 
+    def answer_paths(self) -> list[Path]:
+        """Where these tasks' answers are (:mod:`hci_envs.tasks.privacy`)."""
+        from .privacy import answer_paths
+
+        source = str(self.source) if self.source is not None else None
+        if source is None:
+            return answer_paths(builtin=True)
+        if source == APPS_SUITE:
+            return answer_paths()
+        return answer_paths([Path(source.removeprefix(OSWORLD_PREFIX))])
+
     def require_checkers(self) -> None:
         """Refuse, naming what to install, when a checker of these tasks cannot run on this machine (it would
         score every episode 0): :mod:`hci_envs.tasks.needs`."""

@@ -35,20 +35,11 @@ _PROBE = 'for f; do if [ -d "$f" ]; then { [ -r "$f" ] || [ -x "$f" ]; } && echo
          'elif [ -r "$f" ]; then echo "$f"; fi; done'
 
 
-def answer_paths(source: str | Path | None = None) -> list[Path]:
-    """The paths that hold the answers of a server's or World's tasks (``source``: a task file or folder,
-    ``apps``, ``osworld:PATH``; None: the built-in suite), and the real-application suite, which any server
-    may draw a task from by its id."""
-    from .catalog import APPS_SUITE, OSWORLD_PREFIX
-
-    paths = [SUITE]
-    text = str(source) if source is not None else None
-    if text is None:
-        paths.append(BUILTIN)
-    elif text.startswith(OSWORLD_PREFIX):
-        paths.append(Path(text[len(OSWORLD_PREFIX):]))
-    elif text != APPS_SUITE:
-        paths.append(Path(text))
+def answer_paths(task_files: Iterable[Path] = (), *, builtin: bool = False) -> list[Path]:
+    """The paths that hold the answers of a server's or World's tasks: ``task_files`` (files or folders), the
+    built-in task file with ``builtin``, and the real-application suite, which any server may draw a task from
+    by its id; those that exist."""
+    paths = [SUITE, *([BUILTIN] if builtin else []), *map(Path, task_files)]
     return [path.resolve() for path in paths if path.exists()]
 
 

@@ -28,7 +28,6 @@ from typing import Any
 from .. import plugins
 from ..errors import ConfigError, HciEnvsError, MissingDependencyError
 from ..protocol import Observation
-from .catalog import APPS_SUITE
 from .needs import require_checkers
 from .privacy import answer_paths, keep_answers_private
 from .reports import RunReport, TaskResult, write_reports
@@ -69,7 +68,9 @@ class World:
         from ..sandbox.accounts import resolve_isolation
 
         if resolve_isolation().mode == "uid":  # the answers: not for the agents' accounts to read
-            keep_answers_private(answer_paths(tasks if isinstance(tasks, str | Path) else APPS_SUITE))
+            files = [Path(tasks)] if isinstance(tasks, str | Path) else []
+            builtin = any(Path(f).resolve() == BUILTIN.resolve() for f in files)
+            keep_answers_private(answer_paths(files, builtin=builtin))
         elif isinstance(tasks, str | Path):
             warn_if_readable_by_agents(Path(tasks))
         require_checkers(self.tasks, "World")
