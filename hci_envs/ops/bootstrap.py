@@ -266,7 +266,7 @@ def ensure_agent_accounts(count: int = AGENT_ACCOUNTS) -> None:
     log(f"creating {missing} agent accounts")
     serial = 0
     for done in range(1, missing + 1):
-        while _user_exists(f"{AGENT_ACCOUNT_NAME}-{serial}") or _group_exists(f"{AGENT_ACCOUNT_NAME}-{serial}"):
+        while _name_taken(f"{AGENT_ACCOUNT_NAME}-{serial}"):
             serial += 1
         subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
                         "--shell", "/usr/sbin/nologin", "--comment", "hci-envs agent",
@@ -276,22 +276,17 @@ def ensure_agent_accounts(count: int = AGENT_ACCOUNTS) -> None:
             log(f"  {done}/{missing}")
 
 
-def _user_exists(name: str) -> bool:
-    try:
-        pwd.getpwnam(name)
-        return True
-    except KeyError:
-        return False
-
-
-def _group_exists(name: str) -> bool:
+def _name_taken(name: str) -> bool:
+    """Whether a user or a group of this name exists (useradd --user-group makes both)."""
     import grp
 
-    try:
-        grp.getgrnam(name)
-        return True
-    except KeyError:
-        return False
+    for lookup in (pwd.getpwnam, grp.getgrnam):
+        try:
+            lookup(name)
+            return True
+        except KeyError:
+            pass
+    return False
 
 
 def distinct_account_names(etc: Path = Path("/etc")) -> int:

@@ -416,11 +416,11 @@ def account_view(account: AgentAccount) -> Path | None:
         folder = run_dir() / "views" / str(account.uid)
         folder.mkdir(parents=True, exist_ok=True)
         os.chmod(folder, 0o755)
-        for name, key in (("passwd", 2), ("group", 2)):
+        for name, mine in (("passwd", account.uid), ("group", account.gid)):
             lines = Path(f"/etc/{name}").read_text().splitlines(keepends=True)
-            mine = str(account.uid if name == "passwd" else account.gid)
-            shown = [ACCOUNT_NAME + line[line.index(":"):] if line.split(":")[key:key + 1] == [mine] and
-                     line.startswith(account.name + ":") else line for line in lines]
+            # the account's own entry (its name, and its uid or gid in the third field) shows the shared name
+            shown = [ACCOUNT_NAME + line[line.index(":"):] if line.startswith(account.name + ":") and
+                     line.split(":")[2:3] == [str(mine)] else line for line in lines]
             fresh = folder / f".{name}.{os.getpid()}"
             fresh.write_text("".join(shown))
             os.chmod(fresh, 0o644)
