@@ -51,6 +51,46 @@ class AppState(BaseModel):
         return self.name or (PurePath(self.argv[0]).name if self.argv else "app")
 
 
+def parse_size(value: Any) -> int | None:
+    """Bytes from ``2G``, ``512M``, ``1.5GiB``, a number of bytes, or None; ValueError for anything else."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, str):
+        text = value.strip().upper().removesuffix("B").removesuffix("I")
+        factor = {"K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}.get(text[-1:], 1)
+        try:
+            return int(float(text[:-1] if factor > 1 else text) * factor)
+        except ValueError:
+            pass
+    raise ValueError(f"a size is a number of bytes or like 512M or 2G, not {value!r}")
+
+
+class LimitsRequest(BaseModel):
+    """What a start state (an environment's, or a task's) asks its episodes' agent side may take, over the
+    server's limits field by field (``serve --limit-*``; hci_envs.sandbox.limits): a field left out keeps the
+    server's, ``null`` lifts that limit. A task that needs more room than the machine's defaults says so here."""
+
+    model_config = ConfigDict(extra="forbid")
+    processes: int | None = Field(None, ge=16, description="processes and threads at once")
+    memory: int | str | None = Field(None, description="bytes, or like 2G (at least 64M)")
+    cpu_weight: int = Field(100, ge=1, le=10_000, description="a share of the CPU against the other sessions")
+    disk: int | str | None = Field(None, description="the home and the runtime folder, each, and any one file: "
+                                   "bytes, or like 1G (at least 16M); by default half the memory, at most 4G")
+
+    @field_validator("memory", "disk")
+    @classmethod
+    def _a_size(cls, value: int | str | None, info: Any) -> int | None:
+        size = parse_size(value)
+        least = 64 * 1024**2 if info.field_name == "memory" else 16 * 1024**2
+        if size is not None and size < least:
+            raise ValueError(f"{info.field_name} is at least {least // 1024**2}M, or null")
+        return size
+
+    def asked(self) -> dict[str, Any]:
+        """The fields this request sets (the rest keep the server's)."""
+        return self.model_dump(exclude_unset=True)
+
+
 class StartState(BaseModel):
     """The declared start of the world that ``reset()`` restores."""
 
@@ -69,6 +109,9 @@ class StartState(BaseModel):
         "Where the agent's processes see their home, besides where it is: a path bound to the session's home in a "
         "mount namespace of their own, the same for every process of the session (OSWorld's tasks expect "
         "/home/user). HOME is that path. Needs a server running as root."))
+    limits: LimitsRequest | None = Field(None, description=(
+        "Limits of this world's episodes over the server's (processes, memory, cpu_weight, disk): a task that "
+        "needs more room, or should have less, says so here."))
 
     @field_validator("home_view")
     @classmethod

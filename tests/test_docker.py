@@ -5,6 +5,7 @@ Runs against the real Docker daemon and the images `python3 -m hci_envs test` bu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import time
@@ -474,3 +475,85 @@ def test_the_apps_image_serves_the_suite_with_its_real_apps(docker_client):
         env.step({"type": "key", "keys": "ctrl+s"})
         result = env.score()
         assert result["score"] == 1.0 and result["success"], result
+
+
+def _agents_running(container, *names: str) -> list[str]:
+    """The container's live processes (zombies aside) of agent accounts whose program is one of ``names``."""
+    code, out = container.exec_run(["ps", "-e", "-o", "stat=,uid=,comm="])
+    return [line for line in out.decode().splitlines() if len(line.split()) == 3 and not line.startswith("Z")
+            and int(line.split()[1]) >= 2000 and line.split()[2] in names]
+
+
+def test_a_hostile_agent_in_a_container_meets_the_containers_bounds_and_the_server_carries_on(docker_client):
+    """In a container the server is not root and makes no control groups: the container's own bounds hold, for
+    all its sessions together, and state() says so with their values. A fork bomb and a memory hog stop at
+    them; the server answers throughout; a reset ends everything of the agent."""
+    with HciEnvClient.from_docker_image(EDITOR_IMAGE, mem_limit="1g", pids_limit=400, cpus=1.5) as env:
+        env.reset()
+        state = env.state()
+        limits = state.limits
+        assert limits["shared"] == {"memory": 1024**3, "processes": 400, "cpus": 1.5}, limits
+        assert limits["enforced_by"].startswith("none per session here") and "400 processes" in \
+            limits["enforced_by"], limits
+        container = env.provider.container
+        with McpClient(state.mcp_url, token=state.agent_token) as mcp:
+            hog = mcp.call("bash", {"command": "python3 -c \"x = b'a' * (1500 * 1024 * 1024); print('survived')\"; "
+                                               "echo exit=$?", "timeout": 60}).structured_content
+            assert "survived" not in hog["stdout"] and "exit=" in hog["stdout"], hog
+            bomb = mcp.call("bash", {"command": "bomb() { bomb | bomb & }; bomb; sleep 5", "timeout": 20})
+            assert bomb is not None  # answered, whatever the bomb did to the shell
+        assert env.provider.alive() and httpx.get(f"{env.provider.base_url}/health", timeout=30).status_code == 200
+        env.reset()
+        assert _agents_running(container, "bash", "sleep", "python3") == []  # the bomb, its shell and the hog
+        assert env.step({"type": "key", "keys": "a"}).done is False
+
+
+@pytest.mark.parametrize("victim", ["Xvfb", "x11vnc", "openbox"])
+def test_a_desktop_process_killed_in_a_container_is_said_and_the_next_reset_recovers(docker_client, victim):
+    """tests/test_processes.py's kills, inside the image, during a step: the step answers, the loss is said (the
+    display's or the window manager's ends the episode; x11vnc's only the viewers' connections), a reset brings
+    a whole desktop back, and nothing of the old one is left in the container."""
+    import threading
+    import urllib.parse
+
+    from rfb_client import RfbClient
+
+    with HciEnvClient.from_docker_image(BASE_IMAGE, env_vars={"HCI_ENVS_SPARE": "0"}) as env:  # one display
+        env.reset()
+        state = env.state()
+        container = env.provider.container
+        path = urllib.parse.parse_qs(urllib.parse.urlsplit(state.vnc_url).query)["path"][0]
+        viewer = RfbClient.websocket(env.provider.base_url.replace("http", "ws", 1) + "/" + path)  # x11vnc runs
+
+        def running(name: str) -> list[str]:
+            code, out = container.exec_run(["pgrep", "-x", name])
+            return out.decode().split()
+
+        before = running(victim)
+        assert len(before) == 1, before
+        killer = threading.Timer(0.5, container.exec_run, (["pkill", "-KILL", "-x", victim],))
+        killer.start()
+        first = env.step({"type": "wait", "ms": 2000})
+        killer.join()
+        if victim == "x11vnc":
+            assert not first.done and not env.step({"type": "wait", "ms": 1}).done
+            with pytest.raises(Exception):  # the viewer's connection ended with its x11vnc
+                for _ in range(50):
+                    viewer.io.recv_exact(1)
+            again = RfbClient.websocket(env.provider.base_url.replace("http", "ws", 1) + "/" + path)
+            assert (again.width, again.height) == (1280, 800)
+            again.io.close()
+        else:
+            ended = first if first.done else env.step({"type": "wait", "ms": 1})
+            reason = ended.observation.truncated_reason or ""
+            said = ("Xvfb", "X connection") if victim == "Xvfb" else ("window manager",)
+            assert ended.done and any(word in reason for word in said), reason
+        with contextlib.suppress(Exception):
+            viewer.io.close()
+        env.reset()
+        assert not env.step({"type": "click", "x": 5, "y": 5}).done
+        assert len(running("Xvfb")) == 1 and len(running("openbox")) == 1
+        assert not set(running(victim)) & set(before)
+        code, zombies = container.exec_run(["sh", "-c", "ps -e -o stat= | grep -c '^Z' || true"])
+        assert zombies.decode().strip() == "0", zombies
+        assert env.provider.alive()

@@ -159,3 +159,45 @@ def test_serve_takes_limits_or_none_and_refuses_both():
     with pytest.raises(ConfigError, match="contradict"):
         serve_config("--no-limits", "--limit-memory", "1G", port=1)
     assert "limits" not in serve_config(port=1).env_kwargs  # the machine's defaults, made by each environment
+
+
+@pytest.mark.x11
+def test_a_task_asks_for_limits_of_its_own_and_a_plain_reset_has_the_servers_again(x11):
+    """A task's start state asks for its episodes' limits over the server's (fewer processes, a smaller room
+    here): the kernel holds them, state() says them, and the next plain episode has the server's again."""
+    need(os.geteuid() == 0, "root: the limits are control groups and tmpfs mounts a root server makes")
+    from hci_envs.traits import WorkstationEnv
+
+    task = {"id": "small", "instruction": "x", "start_state": {"limits": {"processes": 32, "disk": "24M"}},
+            "checker": {"type": "file", "path": "notes.txt", "contains": "done"}}
+
+    def rooms(env) -> list[int]:
+        out = env.call_tool("bash", {"command": "df -B1 --output=size ~ $TMPDIR | tail -2"}).data["stdout"]
+        return [int(n) for n in out.split()]
+
+    with WorkstationEnv(limits={"processes": 200, "disk": "64M"}) as env:
+        env.reset(task=task)
+        state = env.state.limits
+        assert (state["processes"], state["disk"]) == (32, 24 * 1024**2), state
+        assert rooms(env) == [24 * 1024**2] * 2
+        bomb = env.call_tool("bash", {"command": "for i in $(seq 60); do sleep 5 & done; wait", "timeout": 20})
+        assert "may run 32 at once" in bomb.data.get("limit", ""), bomb.data
+        env.reset()
+        state = env.state.limits
+        assert (state["processes"], state["disk"]) == (200, 64 * 1024**2), state
+        assert rooms(env) == [64 * 1024**2] * 2
+        many = env.call_tool("bash", {"command": "for i in $(seq 60); do sleep 1 & done; wait; echo all", "timeout": 20})
+        assert many.data["stdout"].strip() == "all" and "limit" not in many.data, many.data
+
+
+@pytest.mark.fake
+def test_a_start_state_asks_for_limits_in_the_servers_words_or_is_refused():
+    from hci_envs.protocol import StartState
+    from pydantic import ValidationError
+
+    asked = StartState.model_validate({"limits": {"memory": "3G", "processes": None}}).limits
+    assert Limits(processes=1024, memory=1024**3, disk=512 * 1024**2).over(asked) == \
+        Limits(processes=None, memory=3 * 1024**3, disk=1536 * 1024**2)  # the disk follows the memory asked for
+    for bad in ({"memory": "3X"}, {"disk": "1M"}, {"processes": 2}, {"swap": "1G"}):
+        with pytest.raises(ValidationError):
+            StartState.model_validate({"limits": bad})

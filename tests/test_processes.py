@@ -105,3 +105,74 @@ def test_a_server_leaves_no_folder_behind(x11, sig):
     assert all(any(f"hci-envs-{kind}-" in p for p in made) for kind in wanted), made
     server.stop(sig)
     assert wait_until(lambda: set(glob.glob(pattern)) <= before, 15), set(glob.glob(pattern)) - before
+
+
+def _named(server: ServerProcess, program: str) -> list[int]:
+    """The server's descendants that run ``program`` (by the name of their executable), zombies aside."""
+    found = []
+    for pid, cmd in _desktop_processes(server).items():
+        if cmd.split() and os.path.basename(cmd.split()[0]) == program and alive(pid):
+            found.append(pid)
+    return [pid for pid in found if pid not in _zombies(server)]
+
+
+@pytest.mark.parametrize("victim", ["Xvfb", "x11vnc", "openbox"])
+def test_a_desktop_process_killed_during_a_step_is_said_and_the_next_reset_recovers(x11, victim):
+    """Xvfb, x11vnc or the window manager killed (-9) while a step runs: the step answers (never hangs), the
+    loss of the display or the window manager ends the episode with a reason naming it, a lost x11vnc only the
+    viewers' connections (the next viewer gets a new one), and a reset brings back a whole desktop, with
+    nothing of the old one left."""
+    import threading
+
+    from rfb_client import RfbClient
+
+    with ServerProcess("--vnc-port", "0", "--no-spare") as server, server.http() as http:
+        assert http.post("/reset", json={}).status_code == 200
+        state = http.get("/state").json()
+        viewer = RfbClient.tcp(state["vnc_native_port"], state["vnc_secrets"]["control"])
+        old = {name: _named(server, name) for name in ("Xvfb", "x11vnc", "openbox")}
+        assert all(len(pids) == 1 for pids in old.values()), old
+        killer = threading.Timer(0.5, os.kill, (old[victim][0], signal.SIGKILL))
+        killer.start()
+        step = http.post("/step", json={"action": {"type": "wait", "ms": 2000}}, timeout=60)
+        killer.join()
+        assert step.status_code == 200, step.text
+        if victim == "x11vnc":
+            assert not step.json()["done"], step.text
+            assert not http.post("/step", json={"action": {"type": "wait", "ms": 1}}).json()["done"]
+            with pytest.raises((OSError, EOFError)):  # the viewer's connection ended with its x11vnc ...
+                for _ in range(50):
+                    viewer.io.recv_exact(1)
+            fresh = RfbClient.tcp(state["vnc_native_port"], state["vnc_secrets"]["control"])  # ... the next gets one
+            assert (fresh.width, fresh.height) == (1280, 800)
+            fresh.io.close()
+        else:
+            said = ("Xvfb", "X connection") if victim == "Xvfb" else ("window manager",)
+            ended = step.json()
+            if not ended["done"]:  # the loss may show only at the next step
+                ended = http.post("/step", json={"action": {"type": "wait", "ms": 1}}).json()
+            reason = ended["observation"]["truncated_reason"] or ""
+            assert ended["done"] and any(word in reason for word in said), ended
+            late = http.post("/step", json={"action": {"type": "wait", "ms": 1}})  # and then: reset first
+            assert late.status_code == 409 and "call reset()" in late.text, late.text
+        viewer.io.close()
+        assert http.post("/reset", json={}).status_code == 200
+        assert http.get("/health").json()["desktop"]["status"] == "ok"
+        again = http.post("/step", json={"action": {"type": "click", "x": 5, "y": 5}}, timeout=60).json()
+        assert not again["done"], again
+        # one of each again; the killed one's leftovers reaped (no zombie) and nothing of the old desktop left
+        assert wait_until(lambda: len(_named(server, "Xvfb")) == 1 and len(_named(server, "openbox")) == 1), \
+            "one display and one window manager"
+        assert not set(_named(server, victim)) & set(old[victim])
+        assert wait_until(lambda: not _zombies(server)), f"the killed processes are not reaped: {_zombies(server)}"
+
+
+def _zombies(server: ServerProcess) -> list[int]:
+    found = []
+    for pid in server.children():
+        try:
+            if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z":
+                found.append(pid)
+        except OSError:
+            pass
+    return found

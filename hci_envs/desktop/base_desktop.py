@@ -26,7 +26,9 @@ from ..protocol import AppState, StartState
 from ..sandbox.accounts import ACCOUNT_NAME, AGENT_PATH, AgentAccount, remove_private_dir
 from ..sandbox.limits import Limits, hierarchy
 from ..sandbox.network import NetworkPolicy, egress
-from ..sandbox.space import bound_folder, full as space_full, unavailable as space_unavailable
+from ..sandbox.space import bound_folder, resize_folder
+from ..sandbox.space import full as space_full
+from ..sandbox.space import unavailable as space_unavailable
 from ..sandbox.watchdog import remove_temporary_dir, temporary_dir
 from ..sandbox.processes import ProcessSupervisor
 from . import quiescence
@@ -144,12 +146,13 @@ class BaseDesktop(abc.ABC):
         self.home_path = home
         self.account = account
         self.max_processes = max_processes
-        #: The kernel's limits on the agent side (its account's control groups), where they can be had.
-        self.limits = limits
-        self.groups = hierarchy().account(account.uid) if account is not None and limits is not None \
-            and limits.any else None
+        #: The server's limits, and the episode's: those with what the start state asks over them (a task's).
+        self.server_limits = limits
+        self.limits = limits.over(self.state.limits) if limits is not None else None
+        # (groups even with no limit: a task may ask for some in a later episode)
+        self.groups = hierarchy().account(account.uid) if account is not None and limits is not None else None
         if self.groups is not None:
-            self.groups.apply(limits)  # type: ignore[arg-type]
+            self.groups.apply(self.limits)  # type: ignore[arg-type]
         #: What the agent side may connect to: its account's chain in the machine's table, where it can be had.
         self.network = network
         self._confined = account is not None and network is not None and egress().unavailable() is None
@@ -160,13 +163,14 @@ class BaseDesktop(abc.ABC):
         self._runtime = temporary_dir("hci-envs-desktop-")
         # the agent's runtime directory (XDG_RUNTIME_DIR, TMPDIR, its copy of the cookie), private to it
         #: Whether the disk limit holds here: the runtime folder a tmpfs of its size, and no file larger.
-        self.bounded = account is not None and limits is not None and limits.disk is not None and \
+        self.bounded = account is not None and self.limits is not None and self.limits.disk is not None and \
             space_unavailable() is None
         if account is not None:
             self.agent_runtime = account.private_dir("hci-envs-agent-")
             if self.bounded:
                 try:
-                    bound_folder(self.agent_runtime, limits.disk, account.uid, account.gid)  # type: ignore[union-attr]
+                    bound_folder(self.agent_runtime, self.limits.disk, account.uid,  # type: ignore[union-attr]
+                                 account.gid)
                 except BaseException:
                     remove_private_dir(self.agent_runtime)
                     raise
@@ -361,12 +365,31 @@ class BaseDesktop(abc.ABC):
             os.chown(tmp, self.account.uid, self.account.gid)
 
     def can_reuse(self, state: StartState) -> bool:
-        """Whether a reset to ``state`` can keep this display and window manager (same screen, healthy)."""
+        """Whether a reset to ``state`` can keep this display and window manager (same screen, healthy, and a
+        runtime folder that is bounded, or not, as its limits ask: its size can change, its kind cannot)."""
         c = self.state
         same = (c.width, c.height, c.depth, c.window_manager, c.accessibility) == (
             state.width, state.height, state.depth, state.window_manager, state.accessibility
         )
-        return same and self._display_reusable() and self._started and not self._closed and self.health().ok
+        wanted = self._limits_for(state)
+        same_room = (wanted is not None and wanted.disk is not None) == self.bounded or self.account is None \
+            or space_unavailable() is not None
+        return same and same_room and self._display_reusable() and self._started and not self._closed \
+            and self.health().ok
+
+    def _limits_for(self, state: StartState) -> Limits | None:
+        return self.server_limits.over(state.limits) if self.server_limits is not None else None
+
+    def take_limits(self, state: StartState) -> None:
+        """Take the limits ``state`` asks for (over the server's) for the next episode, before its agent side
+        starts: its control groups get them when they are renewed, and its runtime folder its new size."""
+        wanted = self._limits_for(state)
+        if wanted == self.limits:
+            return
+        self.limits = wanted
+        if self.bounded:
+            resize_folder(self.agent_runtime, wanted.disk)  # type: ignore[union-attr,arg-type]
+        self._full.clear()
 
     def end_agent_side(self) -> None:
         """End every process of the agent's side: with an account, every process of its uid (whatever it

@@ -186,7 +186,7 @@ class Environment(EnvironmentTools):
             episode_id=e.id, step_count=e.step_count, seed=e.seed, task=task.id if task is not None else None,
             screen_width=self.declared_state.width, screen_height=self.declared_state.height, mode=self.mode,
             done=e.done, truncated_reason=e.truncated_reason, isolation=self.isolation.mode,
-            limits=limits_status(self.limits, self.isolation.mode == "uid"),
+            limits=limits_status(self.limits.over(self.declared_state.limits), self.isolation.mode == "uid"),
             network=network_status(self.network, self.isolation.mode == "uid"),
             spare=self.spare.status() if self.spare is not None else None, **self.hooks.info,
         )
@@ -389,8 +389,11 @@ class Environment(EnvironmentTools):
         elif desktop is not None:
             desktop.close()
             parts.desktop = None
-        parts.homes.restore(source if source is not None else state.home_template)
+        # the episode's limits: the server's, with what the start state (a task's) asks over them
+        limits = self.limits.over(state.limits)
+        parts.homes.restore(source if source is not None else state.home_template, disk=limits.disk)
         if reuse:
+            desktop.take_limits(state)
             desktop.restart_session(state)
         else:
             desktop = self.make_desktop(state, home=str(parts.homes.path), account=parts.account)

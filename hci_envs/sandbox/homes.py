@@ -15,6 +15,7 @@ import os
 import shutil
 import stat
 from pathlib import Path
+from types import EllipsisType
 from typing import Any
 
 from .accounts import AgentAccount, remove_private_dir
@@ -53,10 +54,13 @@ class HomeStore:
         self._snapshot_root: Path | None = None
 
     # -- reset -------------------------------------------------------------------------------------------
-    def restore(self, source: str | Path | None) -> None:
-        """Empty the home and fill it from ``source`` (a template folder or a snapshot), owned by the agent.
-        The agent's processes must be stopped (reset ends them first)."""
+    def restore(self, source: str | Path | None, *, disk: int | None | EllipsisType = ...) -> None:
+        """Empty the home and fill it from ``source`` (a template folder or a snapshot), owned by the agent,
+        with room for ``disk`` bytes from now on where given (the episode's limit; None: no bound). The agent's
+        processes must be stopped (reset ends them first)."""
         _empty(self.path)
+        if disk is not ... and disk != self.disk:
+            self._resize(disk)
         if source is not None:
             src = Path(source)
             if not src.is_dir():
@@ -64,6 +68,17 @@ class HomeStore:
             shutil.copytree(src, self.path, symlinks=True, dirs_exist_ok=True, copy_function=_copy_sparse)
         if self.account is not None:
             self.account.chown_tree(self.path)
+
+    def _resize(self, disk: int | None) -> None:
+        from .space import bound_folder, resize_folder, unavailable
+
+        if self.account is None or unavailable() is not None:
+            return
+        if os.path.ismount(self.path):
+            resize_folder(self.path, disk)
+        elif disk is not None:
+            bound_folder(self.path, disk, self.account.uid, self.account.gid)
+        self.disk = disk
 
     def fingerprint(self) -> frozenset[tuple[str, int, int]]:
         """Every entry of the home with its size and modification time (has anything changed?)."""

@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..protocol import LimitsRequest
+from ..protocol import parse_size as protocol_parse_size
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +98,10 @@ class Limits:
             raise ConfigError(f"limits.cpu_weight is an integer from 1 to 10000, not {weight!r}", field="limits")
         return cls(processes, memory, weight, disk)
 
+    def over(self, request: LimitsRequest | None) -> Limits:
+        """These limits with what a start state asks for over them (:class:`~hci_envs.protocol.LimitsRequest`)."""
+        return self if request is None else Limits.from_options(request.asked(), base=self)
+
     def to_dict(self) -> dict[str, Any]:
         return {"processes": self.processes, "memory": self.memory, "cpu_weight": self.cpu_weight,
                 "disk": self.disk}
@@ -103,16 +109,10 @@ class Limits:
 
 def parse_size(value: Any) -> int | None:
     """Bytes from ``2G``, ``512M``, ``1.5G``, a number of bytes, or None."""
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    if isinstance(value, str):
-        text = value.strip().upper().removesuffix("B").removesuffix("I")
-        factor = {"K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}.get(text[-1:], 1)
-        try:
-            return int(float(text[:-1] if factor > 1 else text) * factor)
-        except ValueError:
-            pass
-    raise ConfigError(f"a size is a number of bytes or like 512M or 2G, not {value!r}", field="limits")
+    try:
+        return protocol_parse_size(value)
+    except ValueError as exc:
+        raise ConfigError(str(exc), field="limits") from None
 
 
 def _disk_for(memory: int) -> int:
@@ -321,6 +321,37 @@ def hierarchy() -> _Hierarchy:
     return _HIERARCHY
 
 
+def shared_bounds() -> dict[str, Any]:
+    """The bounds of the server's own control group, which every session's agent side shares with the server:
+    a container's (Docker's ``--memory``, ``--pids-limit``, ``--cpus``) or a CI host's. ``None``: unbounded."""
+    own = _own_groups()
+    v2 = (CGROUP_ROOT / "cgroup.controllers").exists()
+
+    def read(controller: str, *names: str) -> list[str] | None:
+        mount = CGROUP_ROOT if v2 else CGROUP_ROOT / controller
+        folder = mount / own.get("" if v2 else controller, "/").lstrip("/")
+        if not folder.is_dir():  # a container sees its own group at the mount's root, whatever its path says
+            folder = mount
+        try:
+            return [(folder / name).read_text().strip() for name in names]
+        except OSError:
+            return None
+
+    def number(text: str | None, unbounded: int = 2**62) -> int | None:
+        return None if text is None or text == "max" or not text.lstrip("-").isdigit() or int(text) < 0 \
+            or int(text) >= unbounded else int(text)
+
+    memory = read("memory", "memory.max" if v2 else "memory.limit_in_bytes")
+    pids = read("pids", "pids.max")
+    cpu = read("cpu", "cpu.max") if v2 else read("cpu", "cpu.cfs_quota_us", "cpu.cfs_period_us")
+    quota = cpu[0].split() if v2 and cpu else cpu
+    cpus = None
+    if quota and len(quota) == 2 and number(quota[0]) and number(quota[1]):
+        cpus = round(int(quota[0]) / int(quota[1]), 2)
+    return {"memory": number(memory[0]) if memory else None, "processes": number(pids[0]) if pids else None,
+            "cpus": cpus}
+
+
 def status(limits: Limits, isolated: bool) -> dict[str, Any]:
     """The limits and what enforces them, as ``state()`` and ``/metadata`` report them."""
     from .space import unavailable
@@ -332,7 +363,7 @@ def status(limits: Limits, isolated: bool) -> dict[str, Any]:
         "none: the agent side runs as the server's user (no account to limit)" if not isolated else \
         f"none here: {unavailable()}" if unavailable() else \
         "tmpfs per session (the home; the runtime folder, with TMPDIR) and RLIMIT_FSIZE (any file)"
-    return {**limits.to_dict(), "enforced_by": how, "disk_enforced_by": disk}
+    return {**limits.to_dict(), "enforced_by": how, "disk_enforced_by": disk, "shared": shared_bounds()}
 
 
 def mechanism() -> str:
@@ -342,4 +373,10 @@ def mechanism() -> str:
         return "cgroup v2 (pids, memory, cpu) per agent account"
     if found.version == 1:
         return f"cgroup v1 ({', '.join(sorted(found.bases))}) per agent account"
-    return f"none here: {found.reason}"
+    bounds = shared_bounds()
+    said = ", ".join(f"{value / 1024**3:.1f} GiB of memory" if name == "memory" else
+                     f"{value} processes" if name == "processes" else f"{value} CPUs"
+                     for name, value in bounds.items() if value is not None)
+    shared = f"; only the server's own control group bounds them, all together with the server ({said})" if said \
+        else "; nothing bounds them but the machine"
+    return f"none per session here: {found.reason}{shared}"

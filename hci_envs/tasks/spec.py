@@ -7,6 +7,9 @@
      "checker": {"type": "json", "path": ".form.json", "pointer": "/submitted/name", "equals": "Ada"},
      "max_steps": 30, "time_limit": 120}
 
+A task that needs more room than the server's limits give (or should have less) asks in its start state:
+``"start_state": {"limits": {"memory": "3G", "processes": 2048, "disk": "1G"}}`` (hci_envs.protocol.LimitsRequest).
+
 In commands, ``{python}`` is the Python running hci-envs (the agent's account runs it: the set-up command
 builds ``.venv`` on the system's Python, and the images do too) and ``{home}`` the session's home directory.
 Checkers (:mod:`.checks`): ``file`` (exists, equals, contains, matches), ``json`` (a value in a JSON file),
