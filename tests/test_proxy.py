@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import need, need_programs
-from helpers import McpClient, Probe, ServerProcess, image_of, text_of
+from helpers import McpClient, Probe, ServerProcess, agent_writable_dir, image_of, text_of
 from PIL import Image, ImageChops
 from rfb_client import RfbClient
 
@@ -324,3 +324,65 @@ def test_state_and_serve_output_give_ready_urls(vnc):
     with server.http() as http:
         page = http.get("/vnc/", follow_redirects=True)
         assert page.status_code == 200 and "noVNC" in page.text
+
+
+def _two_fields(app: str, state_file: Path, server: ServerProcess) -> tuple[tuple[int, int], tuple[int, int], dict]:
+    """Two text fields of ``app`` (a point in each, right of the middle), and how to read their texts."""
+    import json
+
+    if app == "tk":
+        widgets = json.loads(state_file.read_text())["widgets"]
+        ends = [(x + w - 6, y + h // 2) for x, y, w, h in (widgets["name"], widgets["email"])]
+        return ends[0], ends[1], {"read": lambda s: (s["values"]["name"], s["values"]["email"]), "start": ("", "")}
+    with McpClient(f"{server.base_url}/mcp") as mcp:
+        nodes = mcp.ok("accessibility_tree", {}).structured_content["nodes"]
+    boxes = [next(n["box"] for n in nodes if n["role"] == "text" and n.get("text") == f"value {k}") for k in (1, 2)]
+    ends = [(x + w * 3 // 4, y + h // 2) for x, y, w, h in boxes]  # inside its frame, whatever GTK's theme
+    return ends[0], ends[1], {"read": lambda s: (s["entries"].get("Entry 1", "value 1"),
+                                                 s["entries"].get("Entry 2", "value 2")),
+                              "start": ("value 1", "value 2")}
+
+
+@pytest.mark.x11
+@pytest.mark.parametrize("app", ["tk", "gtk"])
+def test_a_person_who_clicks_a_field_and_types_at_once_types_into_that_field(x11, app):
+    """A click reaches the app before the keys sent right after it, at any pace. The window manager focuses
+    on a click with a synchronous grab that holds the press, while keys go straight to the focused app; the
+    proxy lets nothing after a press or release through until X shows it. 50 rounds of click a field, type
+    into it, click the other field, type, with no pause at all."""
+    import json
+
+    need_programs("x11vnc")
+    state_file = agent_writable_dir("hci-envs-fields-") / "state.json"  # the app runs as the agent
+    command = f"{sys.executable} -m hci_envs.tasks.apps.form {state_file}" if app == "tk" else \
+        f"/usr/bin/python3 {Path(__file__).parent / 'apps' / 'gtk_widgets.py'} {state_file} 3"
+    with ServerProcess("--app", command, "--vnc-port", "0", "--no-spare") as server, server.http() as http:
+        assert http.post("/reset", json={}).status_code == 200
+        deadline = time.monotonic() + 30
+        while not state_file.exists() and app == "tk" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        first, second, texts = _two_fields(app, state_file, server)
+        state = http.get("/state").json()
+        human = RfbClient.tcp(state["vnc_native_port"], state["vnc_secrets"]["control"])
+        try:
+            want = list(texts["start"])
+            for i in range(50):
+                for n, (x, y) in enumerate((first, second)):
+                    human.click(x, y)
+                    human.tap(0xFF57)  # End: after the text, whatever part of it the field shows
+                    for char in f"{'ab'[n]}{i}.":
+                        human.tap(ord(char))
+                    want[n] += f"{'ab'[n]}{i}."
+            got = None
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    got = list(texts["read"](json.loads(state_file.read_text())))
+                except (OSError, ValueError, KeyError):
+                    got = None
+                if got == want:
+                    break
+                time.sleep(0.2)
+            assert got == want, f"\n got {got}\nwant {want}"
+        finally:
+            human.close()

@@ -26,6 +26,15 @@ DRAG_STEP_PX = 24
 #: How long pointer input waits for the X server to deliver its release (see Input._delivered) at most.
 DELIVERY_TIMEOUT = 1.0
 
+
+def _mask(buttons: Iterable[int]) -> int:
+    """The core protocol's state mask of ``buttons`` (it has bits for buttons 1 to 5 only)."""
+    bits = 0
+    for button in buttons:
+        if 1 <= button <= 5:
+            bits |= X.Button1Mask << (button - 1)
+    return bits
+
 _NEWLINES = {"\n": "Return", "\t": "Tab"}
 
 
@@ -269,14 +278,29 @@ class Input:
         click into another field lands in the field that had the focus. The button mask shows the release
         only once it is delivered. Buttons down in ``before`` (someone else holds them) are not waited for.
         """
-        bits = 0
-        for button in buttons:
-            if 1 <= button <= 5:  # the core protocol has no mask bits for buttons 6 and 7
-                bits |= X.Button1Mask << (button - 1)
-        bits &= ~before
-        deadline = time.monotonic() + DELIVERY_TIMEOUT
-        while bits and self._buttons_down() & bits and time.monotonic() < deadline:
+        self._wait_buttons(_mask(buttons) & ~before, 0, DELIVERY_TIMEOUT)
+
+    def _wait_buttons(self, bits: int, shown: int, timeout: float, *, locked: bool = True) -> bool:
+        """Wait until the X server's buttons ``bits`` are ``shown`` (a mask): whether they came to be."""
+        deadline = time.monotonic() + timeout
+        while bits:
+            if locked:
+                down = self._buttons_down()
+            else:
+                with self.lock:
+                    down = self._buttons_down()
+            if down & bits == shown:
+                return True
+            if time.monotonic() > deadline:
+                return False
             time.sleep(0.001)
+        return True
+
+    def buttons_delivered(self, buttons: Iterable[int], timeout: float = DELIVERY_TIMEOUT) -> bool:
+        """Wait until exactly ``buttons`` (of 1 to 5) are down as X has delivered them: a VNC viewer's press or
+        release, which x11vnc injects on its own schedule and a window manager's click-to-focus grab holds (see
+        :meth:`_delivered`), has reached the app once this returns True. The lock is taken per look, not held."""
+        return self._wait_buttons(_mask(range(1, 6)), _mask(buttons), timeout, locked=False)
 
     def move(self, x: int, y: int) -> None:
         with self.lock:

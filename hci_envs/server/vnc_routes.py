@@ -6,6 +6,7 @@ viewers (the VNC password picks the session and the role), and the takeover cont
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import urllib.parse
 from pathlib import Path
@@ -16,7 +17,7 @@ from fastapi import APIRouter, Body, Depends, FastAPI, Request, WebSocket
 from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.staticfiles import StaticFiles
 
-from ..errors import ConfigError, RfbError, SessionNotFoundError
+from ..errors import ConfigError, DesktopDiedError, RfbError, SessionNotFoundError
 from ..vnc.proxy import (
     AsyncioStream,
     VncSession,
@@ -53,8 +54,15 @@ def attach_vnc(server: HciServer, session: Session) -> dict[str, Any]:
         if desktop is not None:
             desktop.input.release_stray(**expected)  # type: ignore[arg-type]
 
+    def buttons_delivered(buttons: frozenset[int]) -> None:
+        desktop = session.env.desktop
+        if desktop is not None:
+            with contextlib.suppress(DesktopDiedError):  # a display that is gone delivers nothing: go on
+                desktop.input.buttons_delivered(buttons)  # type: ignore[attr-defined]
+
     vnc = VncSession(socket_path, takeover_timeout=server.config.takeover_timeout,
-                     on_human_input=session.env.mark_touched, release_input=release_input)
+                     on_human_input=session.env.mark_touched, release_input=release_input,
+                     buttons_delivered=buttons_delivered)
     session.vnc = vnc
     session.env.hooks.input_blocked = vnc.agent_input_blocked
 
