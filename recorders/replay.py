@@ -1,6 +1,10 @@
 """Replay: drive a recorded episode's actions through the executor agents use, into a fresh session reset
 to the recorded start, keeping the recorded timing, and report how each step's screen matched the recording
 and how late each step started.
+
+The timing is the recorded timeline: each step starts the recorded time after the one before it (a step that
+starts late moves the rest of the timeline with it, so a late press is still held as long), and a pause ends
+when the timeline says, not its length after a late start.
 """
 
 from __future__ import annotations
@@ -104,6 +108,17 @@ def converged_match(desktop: Any, recorded: Path, mask: Any, *, since: float, qu
         events.wait_settled(min(quiet, left), max(0.0, deadline - time.monotonic()))
 
 
+def _track_held(held: set[str], action: dict[str, Any]) -> None:
+    """What a replayed action leaves held: a button after mouse_down until mouse_up, keys after key_down."""
+    kind = action["type"]
+    if kind in ("mouse_down", "mouse_up"):
+        name = f"button:{action.get('button', 'left')}"
+        (held.add if kind == "mouse_down" else held.discard)(name)
+    elif kind in ("key_down", "key_up"):
+        name = f"key:{action.get('key')}"
+        (held.add if kind == "key_down" else held.discard)(name)
+
+
 def episode_video(episode: Episode) -> str | None:
     """The path of the episode's video (meta.json's ``video.file``), if it is there."""
     video = episode.meta.get("video")
@@ -143,6 +158,7 @@ def replay_episode(
         actions = ep.actions
         t_first = actions[0]["t_start"] if actions else 0.0
         start = time.monotonic()
+        held: set[str] = set()  # buttons and keys the replay holds down (mouse_down, key_down) until their release
         for n, record in enumerate(actions):
             scheduled = (record["t_start"] - t_first) / speed
             for x, y in record.get("pre_move") or []:
@@ -152,15 +168,27 @@ def replay_episode(
                 if delay > 0:
                     time.sleep(delay)
             lateness = ((time.monotonic() - start) - scheduled) * 1000 if timing else 0.0
+            if lateness > 0:
+                # the rest of the timeline moves with a late step: the time between two steps is what was
+                # recorded (a held press as long), however late one of them started
+                start += lateness / 1000
             step = StepReport(record["index"], record["action"]["type"], round(scheduled, 4), round(lateness, 2))
             ran_at = time.monotonic()
+            action = record["action"]
             try:
-                executor.run(record["action"])
+                if timing and action["type"] == "wait":
+                    # a pause is part of the timeline: it ends when the recording says, not its length after a
+                    # late start (a hold of 800 ms would grow by every millisecond the step began late)
+                    time.sleep(max(0.0, scheduled + action.get("ms", 0) / 1000 / speed - (time.monotonic() - start)))
+                else:
+                    executor.run(action)
             except HciEnvsError as exc:
                 step.error = exc.message
+            _track_held(held, action)
             # a frame the next step shares shows the screen after both: compare it after the last of them
             shared_on = n + 1 < len(actions) and actions[n + 1].get("frame_shared_with") is not None
-            if compare and record.get("frame_after") and not shared_on:
+            # nor inside a held press or key: comparing takes time the hold must not (its release is due on time)
+            if compare and record.get("frame_after") and not shared_on and not (held and timing):
                 budget, patience = STEP_WAIT, PATIENCE
                 if n + 1 < len(actions):
                     next_at = (actions[n + 1]["t_start"] - t_first) / speed

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -96,15 +98,22 @@ def test_a_server_leaves_no_folder_behind(x11, sig):
     (with its copy of the X authority): SIGTERM (how providers stop a server) included, after which uvicorn
     raises the signal again and no atexit handler runs; and SIGKILL, after which the watchdog removes them."""
     import glob
+    import tempfile
 
-    pattern = "/tmp/hci-envs-*"
-    before = set(glob.glob(pattern))
-    server = ServerProcess("--no-vnc").start()
-    made = set(glob.glob(pattern)) - before
-    wanted = ["xauth", "desktop", "home"] + (["agent"] if os.geteuid() == 0 else [])  # an agent account's
-    assert all(any(f"hci-envs-{kind}-" in p for p in made) for kind in wanted), made
-    server.stop(sig)
-    assert wait_until(lambda: set(glob.glob(pattern)) <= before, 15), set(glob.glob(pattern)) - before
+    # a temporary directory of this server's own (TMPDIR): other servers, of tests running beside this one, make
+    # and remove theirs in /tmp meanwhile
+    folder = Path(tempfile.mkdtemp(prefix="leftovers-"))
+    folder.chmod(0o711)  # the agent's folders are in it
+    pattern = f"{folder}/hci-envs-*"
+    try:
+        server = ServerProcess("--no-vnc", env={"TMPDIR": str(folder)}).start()
+        made = set(glob.glob(pattern))
+        wanted = ["xauth", "desktop", "home"] + (["agent"] if os.geteuid() == 0 else [])  # an agent account's
+        assert all(any(f"hci-envs-{kind}-" in p for p in made) for kind in wanted), made
+        server.stop(sig)
+        assert wait_until(lambda: not glob.glob(pattern), 15), glob.glob(pattern)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _named(server: ServerProcess, program: str) -> list[int]:
