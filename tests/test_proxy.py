@@ -343,26 +343,49 @@ def _two_fields(app: str, state_file: Path, server: ServerProcess) -> tuple[tupl
                               "start": ("value 1", "value 2")}
 
 
-@pytest.mark.x11
-@pytest.mark.parametrize("app", ["tk", "gtk"])
-def test_a_person_who_clicks_a_field_and_types_at_once_types_into_that_field(x11, app):
-    """A click reaches the app before the keys sent right after it, at any pace. The window manager focuses
-    on a click with a synchronous grab that holds the press, while keys go straight to the focused app; the
-    proxy lets nothing after a press or release through until X shows it. 50 rounds of click a field, type
-    into it, click the other field, type, with no pause at all."""
-    import json
-
-    need_programs("x11vnc")
+def _fields_app(app: str) -> tuple[str, Path]:
     state_file = agent_writable_dir("hci-envs-fields-") / "state.json"  # the app runs as the agent
     command = f"{sys.executable} -m hci_envs.tasks.apps.form {state_file}" if app == "tk" else \
         f"/usr/bin/python3 {Path(__file__).parent / 'apps' / 'gtk_widgets.py'} {state_file} 3"
-    with ServerProcess("--app", command, "--vnc-port", "0", "--no-spare") as server, server.http() as http:
+    return command, state_file
+
+
+def _texts_come_to(texts: dict, state_file: Path, want: list[str], timeout: float = 30) -> list[str] | None:
+    import json
+
+    got = None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            got = list(texts["read"](json.loads(state_file.read_text())))
+        except (OSError, ValueError, KeyError):
+            got = None
+        if got == want:
+            break
+        time.sleep(0.2)
+    return got
+
+
+@pytest.mark.x11
+@pytest.mark.parametrize("app", ["tk", "gtk"])
+def test_a_person_who_clicks_a_field_and_types_at_once_types_into_that_field_live_and_replayed(x11, tmp_path, app):
+    """A click reaches the app before the keys sent right after it, at any pace. The window manager focuses
+    on a click with a synchronous grab that holds the press, while keys go straight to the focused app; the
+    proxy lets nothing after a press or release through until X shows it. 50 rounds of click a field, type
+    into it, click the other field, type, with no pause at all; the recording replays to the same texts."""
+    from hci_envs.recorders import replay_episode
+
+    need_programs("x11vnc")
+    command, state_file = _fields_app(app)
+    with ServerProcess("--app", command, "--vnc-port", "0", "--no-spare", "--episodes-dir", str(tmp_path)) \
+            as server, server.http() as http:
         assert http.post("/reset", json={}).status_code == 200
         deadline = time.monotonic() + 30
         while not state_file.exists() and app == "tk" and time.monotonic() < deadline:
             time.sleep(0.1)
         first, second, texts = _two_fields(app, state_file, server)
         state = http.get("/state").json()
+        assert http.post("/recording", json={"command": "start", "name": "fields"}).status_code == 200
         human = RfbClient.tcp(state["vnc_native_port"], state["vnc_secrets"]["control"])
         try:
             want = list(texts["start"])
@@ -373,16 +396,14 @@ def test_a_person_who_clicks_a_field_and_types_at_once_types_into_that_field(x11
                     for char in f"{'ab'[n]}{i}.":
                         human.tap(ord(char))
                     want[n] += f"{'ab'[n]}{i}."
-            got = None
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                try:
-                    got = list(texts["read"](json.loads(state_file.read_text())))
-                except (OSError, ValueError, KeyError):
-                    got = None
-                if got == want:
-                    break
-                time.sleep(0.2)
+            got = _texts_come_to(texts, state_file, want)
             assert got == want, f"\n got {got}\nwant {want}"
         finally:
             human.close()
+        stopped = http.post("/recording", json={"command": "stop"}).json()
+    # the demonstration replays to the same texts, in a fresh desktop
+    replay_command, replay_file = _fields_app(app)
+    report = replay_episode(stopped["path"], start_state={"apps": [{"command": replay_command}]})
+    assert report.summary()["errors"] == 0, report.to_dict()
+    replayed = _texts_come_to(texts, replay_file, want, timeout=10)
+    assert replayed == want, f"\nreplayed {replayed}\n    want {want}"
