@@ -411,3 +411,34 @@ def test_the_page_works_under_a_base_path(x11, browser, tmp_path):
                 desk.expect(entry.locator(".report .verdict")).to_have_text(FINAL_MATCH, timeout=60000)
             finally:
                 context.close()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("failures", [1, 4])
+def test_a_viewer_module_that_fails_on_the_way_is_loaded_again(collect_server, browser, failures):
+    """The noVNC viewer is a tree of modules: one fetch that fails (a busy machine, a reused connection closed)
+    fails the whole import, and the page once said noVNC was not installed. Now it tries again, and after a few
+    failures reloads itself (a page's failed modules stay failed until it is loaded again); the desktop
+    connects. The failures are made with the browser's request routing: a fault that cannot be made on purpose
+    with real parts."""
+    server, _ = collect_server
+    with server.http() as http:
+        url = http.get("/state").json()["collect_url"]
+    context = browser.new_context(viewport=VIEWPORT)
+    left = {"count": failures}
+
+    def flaky(route: Any) -> None:
+        if left["count"] > 0:
+            left["count"] -= 1
+            route.abort("connectionreset")
+        else:
+            route.continue_()
+
+    try:
+        page = context.new_page()
+        page.route("**/vnc/core/util/events.js*", flaky)
+        desk = Desk(page).open(url)
+        assert left["count"] == 0
+        desk.expect(page.locator("#desktop-status")).to_have_text("desktop: connected")
+    finally:
+        context.close()

@@ -58,14 +58,39 @@ function setDesktopStatus(state, text) {
   status.textContent = `desktop: ${text}`;
 }
 
-async function connectDesktop() {
-  let RFB;
+let viewerAttempts = 0;
+
+async function loadViewer() {
+  // noVNC's viewer, a tree of modules. A fetch that fails on the way (a busy machine, a connection closed as it
+  // was reused) fails the import: try again, then reload the page, whose module map starts empty; only a server
+  // that does not have the files is said to lack noVNC.
+  const entry = new URL('../../../vnc/core/rfb.js', here);
+  if (viewerAttempts) entry.searchParams.set('attempt', viewerAttempts);
   try {
-    ({ default: RFB } = await import(new URL('../../../vnc/core/rfb.js', here).href));
+    return (await import(entry.href)).default;
   } catch (error) {
-    setDesktopStatus('disconnected', 'noVNC is not installed on the server (apt-get install novnc)');
-    return;
+    viewerAttempts += 1;
+    console.warn('the noVNC viewer did not load', error);
+    const found = await fetch(new URL('../../../vnc/core/rfb.js', here), { method: 'HEAD' }).catch(() => null);
+    if (found && (found.status === 404 || found.status === 503)) {
+      setDesktopStatus('disconnected', 'noVNC is not installed on the server (apt-get install novnc)');
+      return null;
+    }
+    if (viewerAttempts >= 3 && !sessionStorage.getItem('viewer-reloaded')) {
+      sessionStorage.setItem('viewer-reloaded', '1');
+      location.reload();
+      return null;
+    }
+    setDesktopStatus('disconnected', `the viewer did not load (${error.message || error}); trying again…`);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    return loadViewer();
   }
+}
+
+async function connectDesktop() {
+  const RFB = await loadViewer();
+  if (!RFB) return;
+  sessionStorage.removeItem('viewer-reloaded');
   const socket = new URL(`../../../vnc/ws/${sessionId}/${secret}`, here);
   socket.protocol = socket.protocol === 'https:' ? 'wss:' : 'ws:';
   const rfb = new RFB($('#screen'), socket.href, { shared: true });
