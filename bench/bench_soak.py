@@ -124,8 +124,10 @@ def main() -> None:
         ratio = last[key] / first[key] if first[key] else float("nan")
         report.value(f"{key}: last / first", f"{last[key]} / {first[key]} = {ratio:.2f}x")
     report.value("resets", resets)
-    report.value("agent processes (of the accounts it used) once the sessions were closed", left["agent_processes_outside"])
-    report.value("agent processes (of the accounts it used) once the server stopped", after_stop["agent_processes_outside"])
+    report.value("agent processes (of the accounts it used) once the sessions were closed",
+                 left["agent_processes_outside"])
+    report.value("agent processes (of the accounts it used) once the server stopped",
+                 after_stop["agent_processes_outside"])
     report.notes["curve"] = curve
     report.save()
 
