@@ -1,9 +1,9 @@
 """A soak: one server with spare desktops, two sessions whose agents work and are reset every few seconds, for
 many minutes. What must stay flat: the server's memory (PSS of the server and its children), its processes (its
-own tree, and its agents' accounts' processes outside it), its mounts, its open files and the folders in its temporary directory; and
-every agent account comes back at the end (no process of the accounts it used left once the sessions are
-closed). The server has a temporary directory of its own, and only its own processes and accounts are counted,
-so that the figures hold with other work (another suite) running beside it.
+own tree, and its agents' accounts' processes outside it), its mounts, its open files and the folders in its
+temporary directory; and every agent account comes back at the end (no process of the accounts it used left
+once the sessions are closed). The server has a temporary directory of its own, and only its own processes and
+accounts are counted, so that the figures hold with other work (another suite) running beside it.
 
 Each sample is reported beside the first one taken after the warm-up (the ratio last / first), and the whole
 curve is saved in bench/results/soak.json.
