@@ -1,4 +1,5 @@
-"""``hci-envs record | replay | export | import | video``: registered through the ``hci_envs.ops.cli`` entry point."""
+"""``hci-envs record | replay | export | import | video | bundle``: registered through the ``hci_envs.ops.cli``
+entry point."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -30,6 +32,8 @@ def register(sub: Any, command: Any) -> None:
     p.add_argument("--video-fps", type=float, default=0.0,
                    help="also capture the screen continuously at this rate while recording (e.g. 2)")
     p.add_argument("--video-codec", choices=("h264", "vp9"), help="default: H.264 if PyAV can encode it")
+    p.add_argument("--accessibility", action="store_true",
+                   help="read the accessibility tree right after each frame (a11y/NNNNNN.json)")
     command("record")(_record)
 
     p = sub.add_parser("replay", help="replay episodes into a fresh desktop and report how they matched")
@@ -64,6 +68,13 @@ def register(sub: Any, command: Any) -> None:
                                    "hci_envs.trl.TrlDesktopEnv)")
     command("export")(_export)
 
+    p = sub.add_parser("bundle", help="episodes as trace bundles: one zip each, with the screens, video, actions "
+                                      "and who made them, accessibility trees, the checker's answer and a manifest, "
+                                      "readable without hci-envs")
+    p.add_argument("episodes", nargs="+", help="episode folders, or folders of episodes")
+    p.add_argument("--out", required=True, help="the .zip file (one episode), or a folder for one zip per episode")
+    command("bundle")(_bundle)
+
     p = sub.add_parser("import", help="an exported parquet file back into episode folders")
     p.add_argument("parquet")
     p.add_argument("--out", required=True, help="the folder to put the episodes in")
@@ -87,6 +98,8 @@ def _record(args: argparse.Namespace) -> int:
                         body["video_fps"] = args.video_fps
                     if args.video_codec:
                         body["video_codec"] = args.video_codec
+                    if args.accessibility:
+                        body["accessibility"] = True
                 response = http.post(f"{base}/recording", json=body)
     except httpx.HTTPError as exc:
         raise TransportError(f"cannot reach {args.url}: {exc}") from None
@@ -185,6 +198,25 @@ def _export(args: argparse.Namespace) -> int:
         return failures.status()
     dataset = export_episodes(args.episodes, args.out, on_error=failures)
     print(f"wrote {len(dataset)} steps to {args.out}")
+    return failures.status()
+
+
+def _bundle(args: argparse.Namespace) -> int:
+    from .bundle import bundle_episode
+    from .export import find_episodes
+
+    episodes = find_episodes(args.episodes)
+    out = Path(args.out)
+    if len(episodes) > 1 or out.suffix != ".zip":
+        out.mkdir(parents=True, exist_ok=True)
+    failures = _Failures()
+    for path in episodes:
+        try:
+            bundle = bundle_episode(path, out)
+        except Exception as exc:  # noqa: BLE001 - this episode has no bundle; the others still may
+            failures(str(path), exc)
+            continue
+        print(f"{bundle}  {bundle.stat().st_size / 1e6:.2f} MB")
     return failures.status()
 
 

@@ -60,6 +60,7 @@ class Recorder:
         video: bool | None = None,
         video_fps: float = 0.0,
         video_codec: str | None = None,
+        accessibility: bool = False,
     ) -> None:
         if source in ("human", "both") and vnc is None:
             raise ConfigError("recording human input needs the session's VNC side", field="source")
@@ -74,6 +75,10 @@ class Recorder:
         self.frame_quiet = frame_quiet
         self.include_observations = include_observations
         self.task = task
+        #: Whether each frame gets the accessibility tree read right after it (a11y/NNNNNN.json).
+        self.accessibility = accessibility
+        self._trees_due: list[str] = []  # frames whose tree is still to be read (outside the lock: it can be slow)
+        self._check: dict[str, Any] | None = None
         recover_episodes(Path(root))  # episodes a killed server left open are finished before a new one starts
         self.path = new_episode_dir(Path(root), name)
         self.state: Literal["new", "recording", "paused", "stopped"] = "new"
@@ -125,6 +130,9 @@ class Recorder:
             "end_reason": self._stop_reason,
             "counts": {"raw": self._raw.count, "actions": self._actions.count, "frames": len(self._frames),
                        "unreduced": len(self._unreduced)},
+            "accessibility": self.accessibility,
+            # the task's checker, asked for while recording (the last answer): check.json has its details
+            "check": {k: self._check[k] for k in ("task", "score", "success")} if self._check else None,
             # input no canonical action can represent: its messages are in raw/input.jsonl
             "unreduced": [u.to_dict() for u in self._unreduced],
             # the settled screen when the recording stopped: the end state, and the last action's after-frame
@@ -149,6 +157,7 @@ class Recorder:
             self.env.listeners.append(self._on_env_event)
             if self.video_fps:
                 self._start_continuous()
+        self._write_trees()
         self._thread = threading.Thread(target=self._frames_loop, name="recorder-frames", daemon=True)
         self._thread.start()
         return self
@@ -218,6 +227,8 @@ class Recorder:
                 self._settle_and_capture()
             except Exception:  # the desktop may be gone (a reset ended the recording)
                 log.debug("no final frame", exc_info=True)
+        self._write_trees()
+        with self._lock:
             self._write_waiting(final=True)
             write_json_atomic(self.path / "meta.json", self._meta())
             self._raw.close()
@@ -334,6 +345,7 @@ class Recorder:
                     if self.state == "recording":
                         self._emit(self._reducer.tick(self.now()))
                 self._maybe_capture()
+                self._write_trees()
                 with self._lock:
                     self._write_waiting(final=False)
             except Exception:
@@ -364,6 +376,31 @@ class Recorder:
         os.replace(tmp, self.path / "frames" / name)
         self._frames.append((name, self.now()))
         self._frame_generation = generation
+        if self.accessibility:
+            self._trees_due.append(name)
+
+    def _write_trees(self) -> None:
+        """The accessibility tree of each frame captured since the last call, read now (right after it)."""
+        from hci_envs.desktop.a11y_model import Query
+
+        while self._trees_due:
+            name = self._trees_due.pop(0)
+            try:
+                tree = self.env.executor.read_tree(Query()).to_dict()
+            except Exception as exc:  # noqa: BLE001 - the frame stays; its tree says why it is missing
+                tree = {"nodes": [], "reason": f"the tree could not be read: {type(exc).__name__}: {exc}"}
+            (self.path / "a11y").mkdir(exist_ok=True)
+            write_json_atomic(self.path / "a11y" / name.replace(".png", ".json"), tree)
+
+    def note_check(self, check: dict[str, Any]) -> None:
+        """The task's checker answered while this episode was recorded: kept beside it (check.json, and its
+        score in meta.json), the last answer winning."""
+        with self._lock:
+            if self.state == "stopped" and self._finished.is_set():
+                return
+            self._check = dict(check)
+            write_json_atomic(self.path / "check.json", self._check)
+            write_json_atomic(self.path / "meta.json", self._meta())
 
     def _settle_and_capture(self) -> None:
         desktop = self.env.desktop

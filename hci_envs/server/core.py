@@ -129,7 +129,11 @@ class HciServer:
         if task is None:
             raise EnvironmentStateError(f"session {session.id} has no task: reset it with one (reset(task=ID))")
         result = await session.run_control(session.env.score)
-        return {"task": task.id, "score": result.value, "success": result.passed, "details": result.details}
+        check = {"task": task.id, "score": result.value, "success": result.passed, "details": result.details}
+        note = getattr(getattr(session, "recorder", None), "note_check", None)
+        if note is not None:  # an episode being recorded keeps its checker's answer (check.json)
+            await anyio.to_thread.run_sync(note, check)
+        return check
 
     def _make_env(self) -> Any:
         """A session's environment, with hooks its services (VNC, see setup_session) fill in."""

@@ -32,6 +32,7 @@ class RecordingCommand(BaseModel):
     video: bool | None = None
     video_fps: float = Field(0.0, ge=0, le=30, description="a continuous capture at this rate (0: none)")
     video_codec: Literal["h264", "vp9"] | None = None
+    accessibility: bool = Field(False, description="each frame with the accessibility tree read right after it")
 
 
 router = APIRouter(dependencies=CONTROL)
@@ -55,7 +56,8 @@ async def command(server: HciServer, session: Session, cmd: RecordingCommand) ->
         recorder_class = plugins.load(plugins.RECORDERS, "episodes")
         # only what was asked for: a recorder plugin without video keeps working for requests without it
         options = {k: v for k, v in (("video", cmd.video), ("video_fps", cmd.video_fps or None),
-                                     ("video_codec", cmd.video_codec)) if v is not None}
+                                     ("video_codec", cmd.video_codec), ("accessibility", cmd.accessibility or None))
+                   if v is not None}
         # off the event loop: it finishes episodes a killed server left open and may import PyAV
         recorder = await anyio.to_thread.run_sync(lambda: recorder_class(
             session.env, session.vnc, Path(server.config.episodes_dir), source=cmd.source,
