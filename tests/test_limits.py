@@ -5,6 +5,7 @@ them is left after a reset."""
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -113,6 +114,10 @@ def test_a_disk_filler_stops_at_its_sessions_room_and_the_other_session_carries_
         control = {"authorization": f"Bearer {CONTROL}"}
         limits = httpx.get(f"{server.base_url}/metadata", headers=control).json()["limits"]
         assert limits["disk"] == 64 * 1024**2 and limits["disk_enforced_by"].startswith("tmpfs"), limits
+        # and what bounds the machine's shared /tmp: on a disk each file, not all together; on a tmpfs, memory
+        kind = subprocess.run(["stat", "-f", "-c", "%T", "/tmp"], capture_output=True, text=True).stdout.strip()
+        said = "/tmp is a tmpfs" if kind == "tmpfs" else f"/tmp is on {'ext4' if kind == 'ext2/ext3' else kind}"
+        assert said in limits["disk_enforced_by"], (kind, limits)
         (a, a_info), (b, _b_info) = _agent(server), _agent(server)
         try:
             free = os.statvfs("/tmp").f_bavail * os.statvfs("/tmp").f_frsize
@@ -201,3 +206,12 @@ def test_a_start_state_asks_for_limits_in_the_servers_words_or_is_refused():
     for bad in ({"memory": "3X"}, {"disk": "1M"}, {"processes": 2}, {"swap": "1G"}):
         with pytest.raises(ValidationError):
             StartState.model_validate({"limits": bad})
+
+
+@pytest.mark.fake
+def test_the_file_system_of_a_path_is_its_longest_mount():
+    from hci_envs.sandbox.space import filesystem_type
+
+    assert filesystem_type(Path("/proc/self/status")) == "proc"
+    assert filesystem_type(Path("/dev/shm")) == "tmpfs"
+    assert filesystem_type(Path("/sys/fs/cgroup")) in ("cgroup2", "tmpfs")

@@ -354,7 +354,7 @@ def shared_bounds() -> dict[str, Any]:
 
 def status(limits: Limits, isolated: bool) -> dict[str, Any]:
     """The limits and what enforces them, as ``state()`` and ``/metadata`` report them."""
-    from .space import unavailable
+    from .space import shared_tmp, unavailable
 
     how = mechanism() if isolated else "none: the agent side runs as the server's user (no account to limit)"
     if not limits.any:
@@ -362,7 +362,7 @@ def status(limits: Limits, isolated: bool) -> dict[str, Any]:
     disk = "none: no disk limit was asked for" if limits.disk is None else \
         "none: the agent side runs as the server's user (no account to limit)" if not isolated else \
         f"none here: {unavailable()}" if unavailable() else \
-        "tmpfs per session (the home; the runtime folder, with TMPDIR) and RLIMIT_FSIZE (any file)"
+        f"tmpfs per session (the home; the runtime folder, with TMPDIR) and RLIMIT_FSIZE (any file); {shared_tmp()}"
     return {**limits.to_dict(), "enforced_by": how, "disk_enforced_by": disk, "shared": shared_bounds()}
 
 

@@ -9,7 +9,8 @@ The tmpfs pages count against the session's memory limit as well (the kernel cha
 process that writes them). Mounting takes a root server; elsewhere :func:`unavailable` says why, and a
 container's own ``/tmp`` (a tmpfs the Docker provider sizes) is the bound. What an agent leaves in the shared
 ``/tmp`` is removed at each reset (:meth:`~hci_envs.sandbox.accounts.AgentAccount.sweep_files`), but many files
-there, each under the limit, are not bounded together. A folder holding a mount is removed only once the mount
+there, each under the limit, are bounded together only where ``/tmp`` is a tmpfs, whose pages count against the
+writer's memory limit (:func:`shared_tmp` says which holds). A folder holding a mount is removed only once the mount
 is detached (:func:`~.watchdog_process.remove_folder`), by the server or, after it was killed, by its watchdog.
 """
 
@@ -47,6 +48,35 @@ def resize_folder(path: Path, size: int | None) -> None:
                           text=True, timeout=30, stdin=subprocess.DEVNULL)
     if done.returncode != 0:
         raise ConfigError(f"the tmpfs of {path} could not be resized to {size} bytes: {done.stderr.strip()[:200]}")
+
+
+def shared_tmp() -> str:
+    """What bounds what an agent leaves in the machine's shared ``/tmp`` together, in words: on a tmpfs, the
+    pages of its files are charged to the writer's control group, so the session's memory limit bounds them all;
+    on a disk, only each file is bounded (RLIMIT_FSIZE), not their number."""
+    kind = filesystem_type(Path("/tmp"))
+    if kind == "tmpfs":
+        return "the machine's /tmp is a tmpfs: what an agent leaves there counts against its memory limit"
+    return (f"the machine's /tmp is on {kind or 'a disk'}: each file an agent writes there is bounded, not all of "
+            "them together (a tmpfs /tmp would count them against each session's memory limit)")
+
+
+def filesystem_type(path: Path) -> str | None:
+    """The type of the file system ``path`` is on (the mount with the longest prefix of it), or None."""
+    found, best = None, -1
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    target = str(path.resolve())
+    for line in lines:
+        fields = line.split()
+        if " - " not in line or len(fields) < 5:
+            continue
+        point = fields[4]
+        if (target == point or target.startswith(point.rstrip("/") + "/")) and len(point) >= best:
+            found, best = line.split(" - ", 1)[1].split()[0], len(point)
+    return found
 
 
 def full(path: Path) -> bool:
