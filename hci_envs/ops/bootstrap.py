@@ -7,8 +7,9 @@
 System packages come from apt (as root, or through sudo). Python packages go into ``.venv`` next to
 pyproject.toml, on the system's Python where there is one (agent accounts can run it; a Python under
 /root cannot be). As root, it also creates the agent accounts (64 system users, named ``hci-agent-N``,
-each with its own uid and group) the server runs each session's agent side as, and makes the files that hold task answers private to the
-server's user. Each step is skipped when it is already done, so a second run starts in seconds.
+each with its own uid and group) the server runs each session's agent side as, and makes the files that hold
+task answers private to the server's user. Each step is skipped when it is already done, so a second run starts
+in seconds.
 """
 
 from __future__ import annotations
@@ -386,13 +387,15 @@ def install(test: bool, agent_accounts: int = AGENT_ACCOUNTS) -> Path:
 #: each lane runs its tiers one after another. The first lane holds the tiers that run desktops and apps on this
 #: machine (Xvfb, the apps, chromium, the Ray cluster's desktops, the async trainer's): two of them at once on a
 #: two-core machine would slow each other's apps past the tests' timeouts, and a test that fails only when the
-#: machine is busy is a defect, not a flake to retry. The second holds what runs no desktop here: the fake tier (no X, little CPU) and
-#: the Docker tier (its desktops are in containers, and its tests spend most of their time on image builds,
-#: container starts and health checks).
-LANES = (("x11", "apps", "browser", "osworld", "ray", "vllm"), ("fake", "docker"))
+#: machine is busy is a defect, not a flake to retry. The second holds what runs no desktop here: the fake tier
+#: (no X, little CPU) and the Docker tier (its desktops are in containers, and its tests spend most of their time
+#: on image builds, container starts and health checks).
+LANES = (("x11", "apps", "osworld", "browser", "ray", "vllm"), ("fake", "docker"))
 #: A tier that starts only once another one has ended: the Docker tier starts a Ray cluster too (a pool of
-#: containers, tests/test_cluster.py), and two local clusters would contend for the same two cores.
-AFTER = {"ray": "docker"}
+#: containers, tests/test_cluster.py), and two local clusters would contend for the same two cores. And the
+#: browser tier's pages load many files at once, which chromium aborts (ERR_NETWORK_CHANGED) whenever the machine's
+#: network changes, as it does each time a container starts or stops (its virtual interface comes and goes).
+AFTER = {"ray": "docker", "browser": "docker"}
 #: Where each session's whole output is kept (a file per tier).
 TEST_LOGS = ROOT / ".cache" / "tests"
 
