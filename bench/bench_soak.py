@@ -1,6 +1,6 @@
 """A soak: one server with spare desktops, two sessions whose agents work and are reset every few seconds, for
 many minutes. What must stay flat: the server's memory (PSS of the server and its children), its processes (its
-own tree, and its agents' accounts' processes outside it), its mounts, its open files and the folders in its
+own tree, and processes of its sessions' accounts outside it), its mounts, its open files and the folders in its
 temporary directory; and every agent account comes back at the end (no process of the accounts it used left
 once the sessions are closed). The server has a temporary directory of its own, and only its own processes and
 accounts are counted, so that the figures hold with other work (another suite) running beside it.
@@ -86,7 +86,9 @@ def main() -> None:
     control = httpx.Client(base_url=server.base_url, headers={"authorization": f"Bearer {CONTROL}"}, timeout=300)
     curve: list[dict[str, float]] = []
     resets = 0
-    uids: set[int] = set()  # the agent accounts this server's sessions ran as
+    # the agent account each session runs as now (a reset may swap in a spare's): accounts go back to the machine's
+    # pool, and another server beside this one may run as one this server used before
+    uids: dict[str, int] = {}
     try:
         sessions = []
         for _ in range(2):
@@ -96,14 +98,14 @@ def main() -> None:
         next_sample = started + 60  # the first sample after a minute's warm-up
         while time.monotonic() - started < args.minutes * 60:
             for sid, mcp in sessions:
-                uids.add(int(mcp.call("bash", {"command": EPISODE}).structured_content["stdout"].split()[-1]))
+                uids[sid] = int(mcp.call("bash", {"command": EPISODE}).structured_content["stdout"].split()[-1])
                 mcp.call("click", {"x": 300, "y": 300})
                 assert control.post(f"/sessions/{sid}/reset", json={}).status_code == 200
                 resets += 1
             time.sleep(args.every)
             if time.monotonic() >= next_sample:
                 point = {"minute": round((time.monotonic() - started) / 60, 1), "resets": resets,
-                         **sample(server.proc.pid, uids, tmp)}
+                         **sample(server.proc.pid, set(uids.values()), tmp)}
                 curve.append(point)
                 print(f"  {point}", flush=True)
                 next_sample += 60
@@ -112,12 +114,12 @@ def main() -> None:
         for sid, _mcp in sessions:
             control.delete(f"/sessions/{sid}")
         time.sleep(3)
-        left = sample(server.proc.pid, uids, tmp)
+        left = sample(server.proc.pid, set(uids.values()), tmp)
     finally:
         control.close()
         server.stop()
     time.sleep(3)
-    after_stop = sample(os.getpid(), uids, tmp)
+    after_stop = sample(os.getpid(), set(uids.values()), tmp)
     shutil.rmtree(tmp, ignore_errors=True)
     first, last = curve[0], curve[-1]
     for key in ("server_tree_pss_mib", "server_pss_mib", "processes", "server_fds", "mounts", "tmp_entries"):
