@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -76,6 +78,9 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=3.0, help="seconds between a session's resets")
     args = parser.parse_args()
     import httpx
+
+    # stopped with SIGTERM (kill, a CI's timeout), the server and its folder go too: the finally clauses run
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     report = Report("soak")
     tmp = Path(tempfile.mkdtemp(prefix="soak-"))
