@@ -82,7 +82,8 @@ def bundle_episode(episode: str | Path, out: str | Path) -> Path:
         target = target / f"{path.name}.zip"
     if target.suffix != ".zip":
         raise ConfigError(f"a trace bundle is a .zip file, not {target.name!r}", field="out")
-    files = sorted({f for pattern in _PARTS for f in path.glob(pattern) if f.is_file()})
+    # no symbolic link: an episode folder holds its own files, and a link would put another file in the bundle
+    files = sorted({f for pattern in _PARTS for f in path.glob(pattern) if f.is_file() and not f.is_symlink()})
     listed = {}
     for file in files:
         digest = hashlib.sha256()

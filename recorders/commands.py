@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from hci_envs.errors import HciEnvsError, TransportError, error_from_dict
+from hci_envs.errors import ConfigError, HciEnvsError, TransportError, error_from_dict
 
 
 def register(sub: Any, command: Any) -> None:
@@ -208,11 +208,21 @@ def _bundle(args: argparse.Namespace) -> int:
     episodes = find_episodes(args.episodes)
     out = Path(args.out)
     if len(episodes) > 1 or out.suffix != ".zip":
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"--out {out}: a folder for the bundles (or a .zip file for one episode), not a file",
+                              field="out")
         out.mkdir(parents=True, exist_ok=True)
     failures = _Failures()
+    written: set[Path] = set()
     for path in episodes:
+        target = out / f"{path.name}.zip" if out.is_dir() else out
+        if target in written:  # two episodes of the same name, from two folders
+            failures(str(path), ConfigError(f"{target} holds another episode of this name already: bundle it "
+                                            "into another folder"))
+            continue
+        written.add(target)
         try:
-            bundle = bundle_episode(path, out)
+            bundle = bundle_episode(path, target)
         except Exception as exc:  # noqa: BLE001 - this episode has no bundle; the others still may
             failures(str(path), exc)
             continue

@@ -383,10 +383,12 @@ class Recorder:
         """The accessibility tree of each frame captured since the last call, read now (right after it)."""
         from hci_envs.desktop.a11y_model import Query
 
-        while self._trees_due:
-            name = self._trees_due.pop(0)
+        with self._lock:  # the frame thread and stop() both come here
+            due, self._trees_due = self._trees_due, []
+        for name in due:
             try:
-                tree = self.env.executor.read_tree(Query()).to_dict()
+                # not remembered: the agent's element numbers stay those of its own latest observation
+                tree = self.env.executor.read_tree(Query(), remember=False).to_dict()
             except Exception as exc:  # noqa: BLE001 - the frame stays; its tree says why it is missing
                 tree = {"nodes": [], "reason": f"the tree could not be read: {type(exc).__name__}: {exc}"}
             (self.path / "a11y").mkdir(exist_ok=True)

@@ -191,8 +191,24 @@ def test_a_task_asks_for_limits_of_its_own_and_a_plain_reset_has_the_servers_aga
         state = env.state.limits
         assert (state["processes"], state["disk"]) == (200, 64 * 1024**2), state
         assert rooms(env) == [64 * 1024**2] * 2
-        many = env.call_tool("bash", {"command": "for i in $(seq 60); do sleep 1 & done; wait; echo all", "timeout": 20})
+        many = env.call_tool("bash", {"command": "for i in $(seq 60); do sleep 1 & done; wait; echo all",
+                                      "timeout": 20})
         assert many.data["stdout"].strip() == "all" and "limit" not in many.data, many.data
+        # what the agent leaves in its runtime folder does not reach the next episode, nor take its room: a task
+        # with a room smaller than it comes next
+        env.call_tool("bash", {"command": "dd if=/dev/zero of=$XDG_RUNTIME_DIR/left bs=1M count=40"})
+        env.reset(task=task)
+        assert rooms(env) == [24 * 1024**2] * 2
+        assert env.call_tool("bash", {"command": "ls $XDG_RUNTIME_DIR"}).data["stdout"].split() == \
+            ["Xauthority", "tmp"]
+        # a task that lifts the disk limit: the home is a folder of the machine's disk again; then bounded again
+        lifted = {**task, "id": "roomy", "start_state": {"limits": {"disk": None}}}
+        env.reset(task=lifted)
+        assert env.state.limits["disk"] is None
+        kind = env.call_tool("bash", {"command": "stat -f -c %T ~"}).data["stdout"].strip()
+        assert kind != "tmpfs", kind
+        env.reset()
+        assert rooms(env) == [64 * 1024**2] * 2 and env.state.limits["disk"] == 64 * 1024**2
 
 
 @pytest.mark.fake
@@ -203,6 +219,9 @@ def test_a_start_state_asks_for_limits_in_the_servers_words_or_is_refused():
     asked = StartState.model_validate({"limits": {"memory": "3G", "processes": None}}).limits
     assert Limits(processes=1024, memory=1024**3, disk=512 * 1024**2).over(asked) == \
         Limits(processes=None, memory=3 * 1024**3, disk=1536 * 1024**2)  # the disk follows the memory asked for
+    # a disk limit someone set stays when a task asks for more memory; only the derived default follows it
+    assert Limits(processes=1024, memory=8 * 1024**3, disk=64 * 1024**2).over(
+        StartState.model_validate({"limits": {"memory": "3G"}}).limits).disk == 64 * 1024**2
     for bad in ({"memory": "3X"}, {"disk": "1M"}, {"processes": 2}, {"swap": "1G"}):
         with pytest.raises(ValidationError):
             StartState.model_validate({"limits": bad})

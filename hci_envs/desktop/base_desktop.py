@@ -386,9 +386,9 @@ class BaseDesktop(abc.ABC):
         wanted = self._limits_for(state)
         if wanted == self.limits:
             return
-        self.limits = wanted
-        if self.bounded:
+        if self.bounded:  # first: a room that could not be resized keeps the limits it has (and says so)
             resize_folder(self.agent_runtime, wanted.disk)  # type: ignore[union-attr,arg-type]
+        self.limits = wanted
         self._full.clear()
 
     def end_agent_side(self) -> None:
@@ -406,9 +406,15 @@ class BaseDesktop(abc.ABC):
         if self.groups is not None:  # the next episode in fresh groups: zombies still count in these ones
             self.groups = self.groups.renewed(self.limits)  # type: ignore[arg-type]
         self.account.sweep_files(keep=(self.agent_runtime, Path(self.home)))
-        # the private temporary directory starts empty too
-        tmp = self.agent_runtime / "tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
+        # the runtime folder starts empty too, but for the display's cookie: what the agent left there (an app's
+        # files, a filler) must not reach the next episode, nor take its room
+        for child in (list(self.agent_runtime.iterdir()) if self.home_path else [self.agent_runtime / "tmp"]):
+            if child == self._client_auth:
+                continue
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
         self._make_agent_tmp()
 
     def agent_processes(self) -> dict[int, quiescence.ProcStat]:

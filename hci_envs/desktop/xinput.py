@@ -296,11 +296,13 @@ class Input:
             time.sleep(0.001)
         return True
 
-    def buttons_delivered(self, buttons: Iterable[int], timeout: float = DELIVERY_TIMEOUT) -> bool:
-        """Wait until exactly ``buttons`` (of 1 to 5) are down as X has delivered them: a VNC viewer's press or
+    def buttons_delivered(self, down: Iterable[int], changed: Iterable[int],
+                          timeout: float = DELIVERY_TIMEOUT) -> bool:
+        """Wait until X shows the buttons ``changed`` (of 1 to 5) as ``down`` has them: a VNC viewer's press or
         release, which x11vnc injects on its own schedule and a window manager's click-to-focus grab holds (see
-        :meth:`_delivered`), has reached the app once this returns True. The lock is taken per look, not held."""
-        return self._wait_buttons(_mask(range(1, 6)), _mask(buttons), timeout, locked=False)
+        :meth:`_delivered`), has reached the app once this returns True. Other buttons (held by someone else) do
+        not matter. The lock is taken per look, not held."""
+        return self._wait_buttons(_mask(changed), _mask(set(down) & set(changed)), timeout, locked=False)
 
     def move(self, x: int, y: int) -> None:
         with self.lock:

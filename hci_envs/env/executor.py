@@ -249,16 +249,16 @@ class Executor:
             data["reason"] = tree.reason
         return ActionResult(a.type, text, data, image=image)
 
-    def read_tree(self, query: Any) -> Any:
-        """The desktop's accessibility tree (:class:`~hci_envs.desktop.a11y.Tree`, numbered; its numbers become
-        what ``element=`` refers to), or an empty one saying why there is none."""
+    def read_tree(self, query: Any, *, remember: bool = True) -> Any:
+        """The desktop's accessibility tree (:class:`~hci_envs.desktop.a11y.Tree`, numbered; with ``remember``,
+        its numbers become what ``element=`` refers to), or an empty one saying why there is none."""
         from ..desktop.a11y_model import Tree
 
         accessibility = getattr(self.desktop, "accessibility", None)
         if accessibility is None:
             reason = getattr(self.desktop, "no_accessibility", None) or "this desktop has no accessibility tree"
             return Tree([], {}, self.screen_size, reason=reason)
-        return accessibility.tree(query)
+        return accessibility.tree(query, remember=remember)
 
     def _do_accessibility_tree(self, a: A.AccessibilityTree) -> ActionResult:
         from ..desktop.a11y_model import Query

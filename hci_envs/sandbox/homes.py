@@ -65,17 +65,28 @@ class HomeStore:
             src = Path(source)
             if not src.is_dir():
                 raise ConfigError(f"home template {str(src)!r} is not a directory")
-            shutil.copytree(src, self.path, symlinks=True, dirs_exist_ok=True, copy_function=_copy_sparse)
+            try:
+                shutil.copytree(src, self.path, symlinks=True, dirs_exist_ok=True, copy_function=_copy_sparse)
+            except (shutil.Error, OSError) as exc:
+                if "No space left" not in str(exc) and getattr(exc, "errno", None) != errno.ENOSPC:
+                    raise
+                _empty(self.path)
+                raise ConfigError(f"home template {str(src)!r} does not fit the session's home, which may hold "
+                                  f"{self.disk // 1024**2 if self.disk else '?'} MiB (the disk limit: ask for more "
+                                  "with limits={'disk': ...} or a task's start_state.limits)", field="limits") from None
         if self.account is not None:
             self.account.chown_tree(self.path)
 
     def _resize(self, disk: int | None) -> None:
-        from .space import bound_folder, resize_folder, unavailable
+        from .space import bound_folder, resize_folder, unbind_folder, unavailable
 
         if self.account is None or unavailable() is not None:
             return
-        if os.path.ismount(self.path):
-            resize_folder(self.path, disk)
+        mounted = os.path.ismount(self.path)
+        if mounted and disk is not None:
+            resize_folder(self.path, disk)  # the home is empty (restore emptied it): any size fits
+        elif mounted:  # no bound: the folder itself (a tmpfs cannot be resized to unlimited and back)
+            unbind_folder(self.path)
         elif disk is not None:
             bound_folder(self.path, disk, self.account.uid, self.account.gid)
         self.disk = disk

@@ -84,8 +84,9 @@ class Limits:
         memory = parse_size(options["memory"]) if "memory" in options else base.memory
         weight = options.get("cpu_weight", base.cpu_weight)
         disk = parse_size(options["disk"]) if "disk" in options else base.disk
-        if "disk" not in options and "memory" in options and base.disk is not None and memory:
-            disk = _disk_for(memory)  # the default follows the memory asked for
+        if "disk" not in options and "memory" in options and memory and base.disk is not None and \
+                (base.memory is None or base.disk == _disk_for(base.memory)):
+            disk = _disk_for(memory)  # the default follows the memory asked for; a disk limit someone set stays
         if disk is not None and disk < 16 * 1024**2:
             raise ConfigError(f"limits.disk is at least 16M, or null, not {disk!r}", field="limits")
         if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int)

@@ -33,21 +33,29 @@ def unavailable() -> str | None:
     return _UNAVAILABLE[0]
 
 
-def bound_folder(path: Path, size: int | None, uid: int, gid: int) -> None:
+def bound_folder(path: Path, size: int, uid: int, gid: int) -> None:
     """The folder ``path`` (empty, its account's) as a tmpfs of ``size`` bytes, 0700 to ``uid``:``gid``."""
-    options = f"size={size or 0},uid={uid},gid={gid},mode=700,nosuid,nodev"
+    options = f"size={size},uid={uid},gid={gid},mode=700,nosuid,nodev"
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True,
                           text=True, timeout=30, stdin=subprocess.DEVNULL)
     if done.returncode != 0:
         raise ConfigError(f"a tmpfs for {path} could not be mounted: {done.stderr.strip()[:200]}")
 
 
-def resize_folder(path: Path, size: int | None) -> None:
-    """A folder :func:`bound_folder` made, to hold ``size`` bytes from now on (None: no bound but memory)."""
-    done = subprocess.run(["mount", "-o", f"remount,size={size or 0}", str(path)], capture_output=True,
+def resize_folder(path: Path, size: int) -> None:
+    """A folder :func:`bound_folder` made, to hold ``size`` bytes from now on (what it holds must fit)."""
+    done = subprocess.run(["mount", "-o", f"remount,size={size}", str(path)], capture_output=True,
                           text=True, timeout=30, stdin=subprocess.DEVNULL)
     if done.returncode != 0:
         raise ConfigError(f"the tmpfs of {path} could not be resized to {size} bytes: {done.stderr.strip()[:200]}")
+
+
+def unbind_folder(path: Path) -> None:
+    """Undo :func:`bound_folder`: the folder underneath again (empty: what the tmpfs held goes with it)."""
+    done = subprocess.run(["umount", str(path)], capture_output=True, text=True, timeout=30,
+                          stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        raise ConfigError(f"the tmpfs of {path} could not be unmounted: {done.stderr.strip()[:200]}")
 
 
 def shared_tmp() -> str:

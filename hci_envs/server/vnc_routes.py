@@ -54,11 +54,11 @@ def attach_vnc(server: HciServer, session: Session) -> dict[str, Any]:
         if desktop is not None:
             desktop.input.release_stray(**expected)  # type: ignore[arg-type]
 
-    def buttons_delivered(buttons: frozenset[int]) -> None:
+    def buttons_delivered(down: frozenset[int], changed: frozenset[int]) -> None:
         desktop = session.env.desktop
         if desktop is not None:
             with contextlib.suppress(DesktopDiedError):  # a display that is gone delivers nothing: go on
-                desktop.input.buttons_delivered(buttons)  # type: ignore[attr-defined]
+                desktop.input.buttons_delivered(down, changed)  # type: ignore[attr-defined]
 
     vnc = VncSession(socket_path, takeover_timeout=server.config.takeover_timeout,
                      on_human_input=session.env.mark_touched, release_input=release_input,

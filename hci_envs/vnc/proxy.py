@@ -174,7 +174,7 @@ class VncSession:
     def __init__(self, socket_path: Callable[[], Awaitable[Path]], *, takeover_timeout: float = 30.0,
                  on_human_input: Callable[[], None] | None = None,
                  release_input: Callable[..., None] | None = None,
-                 buttons_delivered: Callable[[frozenset[int]], None] | None = None) -> None:
+                 buttons_delivered: Callable[[frozenset[int], frozenset[int]], None] | None = None) -> None:
         self._socket_path = socket_path
         self.view_password = new_password()
         self.control_password = new_password()
@@ -189,12 +189,12 @@ class VncSession:
         # leaves with Shift or a button held leaves it held in X, since x11vnc releases nothing; so whenever
         # the desktop changes hands, what the last person held is let go.
         self.release_input = release_input or (lambda: None)
-        # Returns once X has delivered the buttons a viewer has down (the desktop's Input.buttons_delivered). A
+        # Returns once X shows a viewer's press or release (the desktop's Input.buttons_delivered). A
         # window manager that focuses on a click holds the press in a synchronous grab, and x11vnc injects on
         # its own schedule, while keys go straight to the focused app: a person who clicks a field and types at
         # once would type into the field that had the focus. So nothing after a press or release goes on to
         # x11vnc until X shows it (each one: a press and its release leave the same mask as before).
-        self.buttons_delivered = buttons_delivered or (lambda buttons: None)
+        self.buttons_delivered = buttons_delivered or (lambda down, changed: None)
         self._input_from: str | None = None  # the viewer whose input reached the desktop last
         self._human_input_since_agent = False
         self._changing_hands = asyncio.Lock()  # a person's first input waits for the release before it
@@ -345,11 +345,11 @@ class VncSession:
                             log.exception("a VNC tap failed")
                     if message.type == POINTER_EVENT:
                         out.append(self._pointer_message(message))
-                        if viewer.buttons_down != before:  # nothing after a press or release until X shows it
+                        changed = frozenset(b for b in viewer.buttons_down ^ before if b <= 5)
+                        if changed:  # nothing after a press or release until X shows it
                             await upstream.write(b"".join(out))
                             out = []
-                            await asyncio.to_thread(self.buttons_delivered,
-                                                    frozenset(b for b in viewer.buttons_down if b <= 5))
+                            await asyncio.to_thread(self.buttons_delivered, viewer.buttons_down, changed)
                         continue
                 out.append(message.data)
             if out:

@@ -82,7 +82,8 @@ async function loadViewer() {
       return null;
     }
     setDesktopStatus('disconnected', `the viewer did not load (${error.message || error}); trying again…`);
-    await new Promise((resolve) => setTimeout(resolve, 1000));
+    // one second after the first failures, then longer, up to half a minute
+    await new Promise((resolve) => setTimeout(resolve, Math.min(30000, 1000 * 2 ** Math.max(0, viewerAttempts - 3))));
     return loadViewer();
   }
 }
