@@ -1,9 +1,10 @@
 """A soak: one server with spare desktops, two sessions whose agents work and are reset every few seconds, for
-many minutes. What must stay flat: the server's memory (PSS of the server and its children), its processes (its
-own tree, and processes of its sessions' accounts outside it), its mounts, its open files and the folders in its
-temporary directory; and every agent account comes back at the end (no process of the accounts it used left
-once the sessions are closed). The server has a temporary directory of its own, and only its own processes and
-accounts are counted, so that the figures hold with other work (another suite) running beside it.
+many minutes. What must stay flat: the server's memory (PSS of the server and its children; the server's own
+pages, USS, which other processes do not move), its processes (its own tree, and processes of its sessions'
+accounts outside it), its mounts, its open files and the folders in its temporary directory; and every agent
+account comes back at the end (no process of the accounts it used left once the sessions are closed). The
+server has a temporary directory of its own, and only its own processes and accounts are counted, so that the
+figures hold with other work (another suite) running beside it.
 
 Each sample is reported beside the first one taken after the warm-up (the ratio last / first), and the whole
 curve is saved in bench/results/soak.json.
@@ -22,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import Report, pss_kib
+from common import Report, pss_kib, uss_kib
 
 from helpers import McpClient, ServerProcess
 
@@ -66,6 +67,8 @@ def sample(server_pid: int, uids: set[int], tmp: Path) -> dict[str, float]:
     return {
         "server_tree_pss_mib": round(sum(pss_kib(p) for p in processes) / 1024, 1),
         "server_pss_mib": round(pss_kib(server_pid) / 1024, 1),
+        # its own pages only: PSS moves when processes beside it (another suite) share its libraries or stop
+        "server_uss_mib": round(uss_kib(server_pid) / 1024, 1),
         "processes": len(processes) + agent, "agent_processes_outside": agent, "server_fds": fds,
         "mounts": sum(1 for point in mounts if point.startswith(f"{tmp}/")),
         "tmp_entries": len(os.listdir(tmp)),
@@ -127,7 +130,8 @@ def main() -> None:
     after_stop = sample(os.getpid(), set(uids.values()), tmp)
     shutil.rmtree(tmp, ignore_errors=True)
     first, last = curve[0], curve[-1]
-    for key in ("server_tree_pss_mib", "server_pss_mib", "processes", "server_fds", "mounts", "tmp_entries"):
+    for key in ("server_tree_pss_mib", "server_pss_mib", "server_uss_mib", "processes", "server_fds", "mounts",
+                "tmp_entries"):
         ratio = last[key] / first[key] if first[key] else float("nan")
         report.value(f"{key}: last / first", f"{last[key]} / {first[key]} = {ratio:.2f}x")
     report.value("resets", resets)

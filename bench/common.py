@@ -27,6 +27,19 @@ def pss_kib(pid: int) -> int:
     return 0
 
 
+def uss_kib(pid: int) -> int:
+    """A process's unique set size in KiB (the pages only it maps): unlike PSS, it does not move when other
+    processes start or stop sharing its libraries, so it is what a leak shows in; 0 if it is gone."""
+    total = 0
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                total += int(line.split()[1])
+    except OSError:
+        return 0
+    return total
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     if not ordered:
