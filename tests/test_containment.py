@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from helpers import McpClient, ServerProcess, alive, by_app, text_of, wait_until
+from helpers import McpClient, ServerProcess, agent_writable_dir, alive, by_app, text_of, wait_until
 
 import hci_envs
 
@@ -58,8 +58,13 @@ def server(x11: None) -> Iterator[ServerProcess]:
     # with spares, as `serve` runs by default: a reset swaps in another desktop and agent account. The network
     # open: what is tried here (the server's ports, other sessions' files, displays, buses) must hold on its own,
     # without the network policy that refuses an agent's connections first (tests/test_network.py)
+    # a file as old as the server: a secret can only be in a file written since (the agent reads it too)
+    since = agent_writable_dir("hci-envs-since-") / "since"
+    since.touch()
+    since.chmod(0o644)
     proc = ServerProcess("--env", "workstation", "--agent-tokens", "--max-sessions", "4", "--app", "xterm",
                          "--vnc-port", "0", "--spare", "--network", "open", env={"HCI_ENVS_CONTROL_TOKEN": CONTROL})
+    proc.since = since  # type: ignore[attr-defined]
     proc.start(timeout=60)
     try:
         yield proc
@@ -132,10 +137,11 @@ def test_no_secret_in_the_agents_environment_command_lines_or_files(server):
         assert not leaked, "secrets readable in /proc"
         # one pass over the files for all the secrets at once
         patterns = " ".join(f"-e '{secret}'" for secret in secrets_)
-        # (every readable regular file under 8 MiB: other test runs' large files on the machine are no place a
-        # server writes a secret, and reading them all makes the search as slow as the disk)
-        found = a.out("find /tmp /var/tmp /dev/shm /run /home -type f -size -8M -readable -print0 2>/dev/null | "
-                      f"xargs -0 -r grep -lsF {patterns} 2>/dev/null; true", timeout=50)
+        # (every readable regular file under 8 MiB written since the server started: what else the machine holds,
+        # other test runs' checkouts and their large files, was never written with these secrets, and reading it
+        # all makes the search as slow as the disk is busy)
+        found = a.out(f"find /tmp /var/tmp /dev/shm /run /home -type f -newer {server.since} -size -8M -readable "
+                      f"-print0 2>/dev/null | xargs -0 -r grep -lsF {patterns} 2>/dev/null; true", timeout=50)
         assert found.strip() == "", f"a secret is readable in {found}"
 
 
