@@ -81,3 +81,35 @@ def test_accounts_have_names_of_their_own_and_agents_see_one_user():
             assert subprocess.run(["id", "-u", pwd.getpwuid(uid).pw_name], capture_output=True,
                                   text=True).stdout.strip() == str(uid)
         assert seen[0] != seen[1]  # two accounts, one name to their programs
+
+
+CLAIMER = r"""
+import sys, time
+from pathlib import Path
+from hci_envs.sandbox.accounts import claim_account
+folder, start = Path(sys.argv[1]), float(sys.argv[2])
+while time.time() < start:  # every claimer begins at the same moment
+    pass
+got = [claim_account(list(range(3000, 3016)), folder) for _ in range(4)]
+print(" ".join(str(c[0]) for c in got if c), flush=True)
+time.sleep(3)  # holding what it claimed while the others claim
+"""
+
+
+@pytest.mark.fake
+def test_servers_claiming_accounts_at_once_never_hold_the_same_one(tmp_path):
+    """Eight processes claim four accounts each, at once, of sixteen: sixteen claims succeed and no account is
+    held twice (a claim's exclusive-then-shared lock is not atomic on its own: two servers converting at once
+    both held one account, which a loaded test run found)."""
+    import subprocess
+    import sys
+    import time
+
+    start = time.time() + 1.5
+    claimers = [subprocess.Popen([sys.executable, "-c", CLAIMER, str(tmp_path), str(start)], stdout=subprocess.PIPE,
+                                 text=True) for _ in range(8)]
+    claimed = []
+    for claimer in claimers:
+        out, _ = claimer.communicate(timeout=60)
+        claimed += [int(uid) for uid in out.split()]
+    assert sorted(claimed) == list(range(3000, 3016)), sorted(claimed)

@@ -551,36 +551,52 @@ class AccountPool:
         """The first free account, swept clean; raises :class:`CapacityError` when every one is taken."""
         directory = _lock_dir()
         with self._lock:
-            for account in self._accounts:
-                path = directory / f"{account.uid}.lock"
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except OSError:
-                    os.close(fd)
-                    continue
-                # Exclusive proves nobody (no server, no watchdog of a dead server) holds it; shared from now
-                # on, so that our watchdog can hold it too. The conversion is not atomic: if another server
-                # slipped in between, the account is theirs.
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                except OSError:
-                    os.close(fd)
-                    continue
-                lease = Lease(account, fd, path)
-                try:
-                    account.kill_all()  # a server killed with its watchdog may have left some behind
-                    account.sweep_files()
-                    WATCHDOG.guard_account(account, path)
-                except BaseException:
-                    os.close(fd)
-                    raise
-                return lease
-        raise CapacityError(
-            f"every agent account is in use ({len(self._accounts)} on this machine); close sessions, or create more "
-            "accounts as root with `python3 -m hci_envs install --agent-accounts N`",
-            accounts=len(self._accounts),
-        )
+            claimed = claim_account([account.uid for account in self._accounts], directory)
+        if claimed is None:
+            raise CapacityError(
+                f"every agent account is in use ({len(self._accounts)} on this machine); close sessions, or create "
+                "more accounts as root with `python3 -m hci_envs install --agent-accounts N`",
+                accounts=len(self._accounts),
+            )
+        uid, fd, path = claimed
+        account = next(a for a in self._accounts if a.uid == uid)
+        lease = Lease(account, fd, path)
+        try:
+            account.kill_all()  # a server killed with its watchdog may have left some behind
+            account.sweep_files()
+            WATCHDOG.guard_account(account, path)
+        except BaseException:
+            os.close(fd)
+            raise
+        return lease
+
+
+def claim_account(uids: Sequence[int], directory: Path) -> tuple[int, int, Path] | None:
+    """The first of ``uids`` no process of the machine holds, held from now on by a shared flock on its lock file
+    (the server's, and its watchdog's beside it: see the module): (uid, the held descriptor, the file); None when
+    every one is held.
+
+    An exclusive lock proves nobody holds the account; it then becomes shared, so that the watchdog can hold it
+    too. That conversion is not atomic (the exclusive lock goes before the shared one comes), and two servers
+    converting at once would both end up holding the same account, each in the belief it was free: two sessions
+    of one uid, able to read each other's files and kill each other's programs (a loaded test run found it). So
+    the whole claim is made under a machine-wide mutex, a lock file of the same folder that every claim takes."""
+    mutex = os.open(directory / ".claims", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(mutex, fcntl.LOCK_EX)  # held for a few system calls per account, never across a slow step
+        for uid in uids:
+            path = directory / f"{uid}.lock"
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # no other claim can come in between: the mutex
+            except OSError:
+                os.close(fd)
+                continue
+            return uid, fd, path
+        return None
+    finally:
+        os.close(mutex)  # the mutex's lock goes with its descriptor
 
 
 _POOL: AccountPool | None = None
