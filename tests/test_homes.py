@@ -39,3 +39,19 @@ def test_a_template_on_another_filesystem_is_copied_whole(tmp_path):
     finally:
         shutil.rmtree(template, ignore_errors=True)
         shutil.rmtree(store.path, ignore_errors=True)
+
+
+def test_a_home_restored_from_an_open_template_is_its_owners_alone(tmp_path):
+    """A template folder is usually 0755 (an image's, a task's): the home restored from it stays 0700, or every
+    other session's agent could list and read it (a loaded test run found two such homes)."""
+    template = tmp_path / "template"
+    (template / "docs").mkdir(parents=True)
+    (template / "docs" / "plan.txt").write_text("secret plan\n")
+    template.chmod(0o755)
+    store = HomeStore()
+    try:
+        store.restore(template)
+        assert Path(store.path).stat().st_mode & 0o777 == 0o700
+        assert (Path(store.path) / "docs" / "plan.txt").read_text() == "secret plan\n"
+    finally:
+        shutil.rmtree(store.path, ignore_errors=True)

@@ -74,6 +74,9 @@ class HomeStore:
                 raise ConfigError(f"home template {str(src)!r} does not fit the session's home, which may hold "
                                   f"{self.disk // 1024**2 if self.disk else '?'} MiB (the disk limit: ask for more "
                                   "with limits={'disk': ...} or a task's start_state.limits)", field="limits") from None
+        # the home itself is the agent's alone, whatever the template's folder was: copytree gives the home the
+        # template's mode (0755 for most), which let every other session's agent list and read it
+        os.chmod(self.path, 0o700)
         if self.account is not None:
             self.account.chown_tree(self.path)
 
