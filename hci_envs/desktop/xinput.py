@@ -280,15 +280,13 @@ class Input:
         """
         self._wait_buttons(_mask(buttons) & ~before, 0, DELIVERY_TIMEOUT)
 
-    def _wait_buttons(self, bits: int, shown: int, timeout: float, *, locked: bool = True) -> bool:
-        """Wait until the X server's buttons ``bits`` are ``shown`` (a mask): whether they came to be."""
+    def _wait_buttons(self, bits: int, shown: int, timeout: float) -> bool:
+        """Wait until the X server's buttons ``bits`` are ``shown`` (a mask): whether they came to be. The lock
+        (reentrant) is taken for each look: a caller that does not hold it lets others in between."""
         deadline = time.monotonic() + timeout
         while bits:
-            if locked:
+            with self.lock:
                 down = self._buttons_down()
-            else:
-                with self.lock:
-                    down = self._buttons_down()
             if down & bits == shown:
                 return True
             if time.monotonic() > deadline:
@@ -302,7 +300,7 @@ class Input:
         release, which x11vnc injects on its own schedule and a window manager's click-to-focus grab holds (see
         :meth:`_delivered`), has reached the app once this returns True. Other buttons (held by someone else) do
         not matter. The lock is taken per look, not held."""
-        return self._wait_buttons(_mask(changed), _mask(set(down) & set(changed)), timeout, locked=False)
+        return self._wait_buttons(_mask(changed), _mask(set(down) & set(changed)), timeout)
 
     def move(self, x: int, y: int) -> None:
         with self.lock:

@@ -357,24 +357,26 @@ def status(limits: Limits, isolated: bool) -> dict[str, Any]:
     """The limits and what enforces them, as ``state()`` and ``/metadata`` report them."""
     from .space import shared_tmp, unavailable
 
-    how = mechanism() if isolated else "none: the agent side runs as the server's user (no account to limit)"
+    bounds = shared_bounds()
+    how = mechanism(bounds) if isolated else "none: the agent side runs as the server's user (no account to limit)"
     if not limits.any:
         how = "none: no limits were asked for"
     disk = "none: no disk limit was asked for" if limits.disk is None else \
         "none: the agent side runs as the server's user (no account to limit)" if not isolated else \
         f"none here: {unavailable()}" if unavailable() else \
         f"tmpfs per session (the home; the runtime folder, with TMPDIR) and RLIMIT_FSIZE (any file); {shared_tmp()}"
-    return {**limits.to_dict(), "enforced_by": how, "disk_enforced_by": disk, "shared": shared_bounds()}
+    return {**limits.to_dict(), "enforced_by": how, "disk_enforced_by": disk, "shared": bounds}
 
 
-def mechanism() -> str:
-    """What enforces the limits here, in words (``/metadata`` and ``state()``)."""
+def mechanism(bounds: dict[str, Any] | None = None) -> str:
+    """What enforces the limits here, in words (``/metadata`` and ``state()``); ``bounds``: the server's own
+    group's, when the caller has read them already (:func:`shared_bounds`)."""
     found = hierarchy()
     if found.version == 2:
         return "cgroup v2 (pids, memory, cpu) per agent account"
     if found.version == 1:
         return f"cgroup v1 ({', '.join(sorted(found.bases))}) per agent account"
-    bounds = shared_bounds()
+    bounds = shared_bounds() if bounds is None else bounds
     said = ", ".join(f"{value / 1024**3:.1f} GiB of memory" if name == "memory" else
                      f"{value} processes" if name == "processes" else f"{value} CPUs"
                      for name, value in bounds.items() if value is not None)

@@ -16,6 +16,7 @@ is detached (:func:`~.watchdog_process.remove_folder`), by the server or, after 
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 from pathlib import Path
@@ -58,6 +59,7 @@ def unbind_folder(path: Path) -> None:
         raise ConfigError(f"the tmpfs of {path} could not be unmounted: {done.stderr.strip()[:200]}")
 
 
+@functools.cache  # asked with every state(); what /tmp is on does not change under a running server
 def shared_tmp() -> str:
     """What bounds what an agent leaves in the machine's shared ``/tmp`` together, in words: on a tmpfs, the
     pages of its files are charged to the writer's control group, so the session's memory limit bounds them all;
