@@ -18,6 +18,9 @@ from collections.abc import Iterator
 from .errors import ActionError, ActionTimeoutError
 
 _local = threading.local()
+#: Seconds between two looks at a sleep's ``until`` event (set from another thread, with no way to wait on two
+#: events at once).
+UNTIL_LOOK = 0.05
 
 
 @contextlib.contextmanager
@@ -45,16 +48,31 @@ def check(what: str) -> None:
         raise ActionTimeoutError(f"{what}: the step's time limit was reached before it started")
 
 
-def sleep(seconds: float, what: str, interrupt: threading.Event | None = None) -> None:
+def sleep(seconds: float, what: str, interrupt: threading.Event | None = None,
+          until: threading.Event | None = None) -> bool:
     """Sleep, but not past the deadline (then raise ActionTimeoutError), and not past ``interrupt`` being set
-    (a reset of the episode: then raise ActionError)."""
+    (a reset of the episode: then raise ActionError). With ``until``, return early (True) once it is set: an
+    agent's wait during a hand-over ends when the person hands the desktop back."""
     left = remaining()
     cut = left is not None and left < seconds
     duration = max(0.0, left) if cut and left is not None else seconds
-    if interrupt is not None:
+    if until is not None:
+        end = time.monotonic() + duration
+        while not until.is_set():
+            step = min(end - time.monotonic(), UNTIL_LOOK)
+            if step <= 0:
+                break
+            if interrupt is not None and interrupt.wait(step):
+                raise ActionError(f"{what}: interrupted, the episode was reset")
+            if interrupt is None:
+                time.sleep(step)
+        else:
+            return True
+    elif interrupt is not None:
         if interrupt.wait(duration):
             raise ActionError(f"{what}: interrupted, the episode was reset")
     else:
         time.sleep(duration)
     if cut:
         raise ActionTimeoutError(f"{what}: cut short by the step's time limit")
+    return False

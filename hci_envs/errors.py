@@ -19,7 +19,8 @@ frame) and back (the client raises the matching class), so the same failure read
     │   ├── DesktopLostError        a pooled desktop's node or actor is gone (hci_envs.cluster)
     │   └── MissingDependencyError  a system program or optional package is not installed
     ├── EnvironmentStateError       the call does not fit the episode's state (after close, after the end)
-    │   └── NotResetError           a step or a tool before the first reset
+    │   ├── NotResetError           a step or a tool before the first reset
+    │   └── HandoverError           a hand-over call that does not fit it (asked twice, taken already)
     ├── SessionError                session bookkeeping on a server
     │   ├── SessionNotFoundError
     │   ├── CapacityError           max_sessions reached, or every agent account in use
@@ -161,6 +162,13 @@ class NotResetError(EnvironmentStateError):
     """A step or a tool call before the episode's first reset: a client's mistake of its own (call reset)."""
 
     code = "NOT_RESET"
+
+
+class HandoverError(EnvironmentStateError):
+    """A hand-over call that does not fit the hand-over's state: the agent asks while a person was already asked,
+    a second person accepts what another has taken, a hand back with nobody holding the desktop."""
+
+    code = "HANDOVER"
 
 
 class SessionError(HciEnvsError):
@@ -331,6 +339,7 @@ WIRE: dict[str, WireForm] = {
     "STATE_ERROR": WireForm(409, "EXECUTION_ERROR", "execution_error"),
     # its own code on OpenEnv's WebSocket too, where a client sees only the code and the message
     "NOT_RESET": WireForm(409, "NOT_RESET", "execution_error"),
+    "HANDOVER": WireForm(409, "EXECUTION_ERROR", "execution_error"),
     "SESSION_ERROR": WireForm(409, "SESSION_ERROR", "execution_error"),
     "SESSION_NOT_FOUND": WireForm(404, "SESSION_ERROR", "execution_error"),
     "CAPACITY_REACHED": WireForm(503, "CAPACITY_REACHED", "execution_error"),

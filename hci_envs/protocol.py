@@ -217,5 +217,8 @@ class EnvState(BaseModel):
                                            "allowlist or open; the allowed destinations) and what enforces it.")
     spare: dict[str, Any] | None = Field(None, description="The spare desktop a reset swaps in: its state "
                                          "(ready, preparing, idle, off) and why it is off; None without one.")
+    human: dict[str, Any] | None = Field(None, description="The agent's hand-over to a person (ask_human): status "
+                                         "none, requested, held, handed_back or unanswered, and the current or "
+                                         "last one's reason, person, note and actions.")
 
 

@@ -57,9 +57,13 @@ def register(sub: Any, command: Any) -> None:
     p = sub.add_parser("export", help="episodes to a Hugging Face datasets parquet file")
     p.add_argument("episodes", nargs="+", help="episode folders, or folders of episodes")
     p.add_argument("--out", required=True, help="the .parquet file to write")
-    p.add_argument("--format", choices=("steps", "sft"), default="steps",
+    p.add_argument("--format", choices=("steps", "sft", "pairs"), default="steps",
                    help="steps: one row per step, every recorded detail (import reads it back); sft: one chat per "
-                        "episode with tool calls and screens, for TRL's SFTTrainer")
+                        "episode with tool calls and screens, for TRL's SFTTrainer; pairs: the hand-overs' "
+                        "preference pairs (the agent's last action before it asked, the person's first)")
+    p.add_argument("--segments", help="steps and sft: only these segments, separated by commas: agent, attempt (the "
+                                      "agent's steps before it asked for a person), correction (the person's steps "
+                                      "in a hand-over), human")
     p.add_argument("--images", choices=("all", "none"), default="all",
                    help="sft: the screens as images (all), or text only (none)")
     p.add_argument("--instruction", help="sft: the user's instruction for every episode (default: its task's)")
@@ -187,16 +191,23 @@ def _export(args: argparse.Namespace) -> int:
     from .export import export_episodes, find_episodes
 
     failures = _Failures()
+    segments = tuple(s.strip() for s in args.segments.split(",") if s.strip()) if args.segments else None
     if args.format == "sft":
         from .sft import sft_dataset
 
         tools = tuple(t.strip() for t in args.tools.split(",") if t.strip()) if args.tools else None
         dataset = sft_dataset(find_episodes(args.episodes), images=args.images, instruction=args.instruction,
-                              tasks=args.tasks, tools=tools, on_error=failures)
+                              tasks=args.tasks, tools=tools, on_error=failures, segments=segments)
         dataset.to_parquet(args.out)
         print(f"wrote {len(dataset)} conversations to {args.out}")
         return failures.status()
-    dataset = export_episodes(args.episodes, args.out, on_error=failures)
+    if args.format == "pairs":
+        from .export import export_pairs
+
+        dataset = export_pairs(args.episodes, args.out, on_error=failures)
+        print(f"wrote {len(dataset)} preference pairs to {args.out}")
+        return failures.status()
+    dataset = export_episodes(args.episodes, args.out, on_error=failures, segments=segments)
     print(f"wrote {len(dataset)} steps to {args.out}")
     return failures.status()
 

@@ -2,9 +2,13 @@
 
 Columns: ``episode`` (folder name), ``step``, ``source``, ``action_type``, ``action`` (JSON), ``t_start``,
 ``t_end``, ``pre_move`` (JSON), ``raw`` (JSON: the raw messages of the step), ``frame_before`` and
-``frame_after`` (images), ``frame_shared_with`` and ``result`` (see store.py), ``meta`` (JSON, the episode's meta.json)
-and ``episode_raw`` (the whole raw/input.jsonl on each episode's first row, so that messages that belong to
-no action survive the round trip).
+``frame_after`` (images), ``frame_shared_with`` and ``result`` (see store.py), ``segment`` (agent, attempt, correction or human: see
+segments.py), ``meta`` (JSON, the episode's meta.json) and ``episode_raw`` (the whole raw/input.jsonl on each
+episode's first row, so that messages that belong to no action survive the round trip).
+
+``segments`` keeps only the steps of those segments (the people's corrections, the agent's attempts before
+them): a dataset to train on, whose import gives episodes of those steps only. :func:`export_pairs` writes the
+preference pairs of the hand-overs instead.
 
 A bad episode never stops the others: with ``on_error`` given, export and import report it there and go on.
 Import never merges episodes: two episodes with the same folder name (from different source folders) are
@@ -22,6 +26,7 @@ from typing import Any
 
 from hci_envs.errors import HciEnvsError, require
 
+from .segments import check_segments, preference_pairs, select_steps
 from .store import EpisodeFormatError, load_episode, new_episode_dir, write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -40,11 +45,12 @@ def _features(datasets: Any) -> Any:
         "episode": v("string"), "step": v("int32"), "source": v("string"), "action_type": v("string"),
         "action": v("string"), "t_start": v("float64"), "t_end": v("float64"), "pre_move": v("string"),
         "raw": v("string"), "frame_before": datasets.Image(), "frame_after": datasets.Image(),
-        "frame_shared_with": v("int32"), "result": v("string"), "meta": v("string"), "episode_raw": v("string"),
+        "frame_shared_with": v("int32"), "result": v("string"), "segment": v("string"), "meta": v("string"),
+        "episode_raw": v("string"),
     })
 
 
-def _rows(paths: list[Path]) -> Iterator[dict[str, Any]]:
+def _rows(paths: list[Path], segments: tuple[str, ...] | None = None) -> Iterator[dict[str, Any]]:
     for path in paths:
         episode = load_episode(path)
         by_index = {r["i"]: r for r in episode.raw}
@@ -56,7 +62,7 @@ def _rows(paths: list[Path]) -> Iterator[dict[str, Any]]:
                 return None
             return {"bytes": ep.frame(name).read_bytes(), "path": name}
 
-        for n, record in enumerate(episode.actions):
+        for n, (record, segment) in enumerate(select_steps(episode, segments)):
             first, last = record.get("raw") or [None, None]
             raw = [by_index[i] for i in range(first, last + 1) if i in by_index] if first is not None else []
             yield {
@@ -65,8 +71,8 @@ def _rows(paths: list[Path]) -> Iterator[dict[str, Any]]:
                 "t_start": record["t_start"], "t_end": record["t_end"],
                 "pre_move": json.dumps(record.get("pre_move") or []), "raw": json.dumps(raw, ensure_ascii=False),
                 "frame_before": frame(record.get("frame_before")), "frame_after": frame(record.get("frame_after")),
-                "frame_shared_with": record.get("frame_shared_with"), "result": record.get("result"), "meta": meta,
-                "episode_raw": raw_text if n == 0 else "",
+                "frame_shared_with": record.get("frame_shared_with"), "result": record.get("result"),
+                "segment": segment, "meta": meta, "episode_raw": raw_text if n == 0 else "",
             }
 
 
@@ -95,12 +101,24 @@ def _fail(on_error: OnError | None, episode: str, exc: Exception) -> None:
     on_error(episode, exc)
 
 
-def export_episodes(paths: list[str | Path], out: str | Path, *, on_error: OnError | None = None) -> Any:
-    """Write the episodes to ``out`` (a .parquet file) and return the ``datasets.Dataset``.
+def export_episodes(paths: list[str | Path], out: str | Path, *, on_error: OnError | None = None,
+                    segments: tuple[str, ...] | None = None) -> Any:
+    """Write the episodes to ``out`` (a .parquet file) and return the ``datasets.Dataset``; with ``segments``,
+    only their steps.
 
     Every episode is read and checked before anything is written; without ``on_error`` the first bad one
     raises :class:`EpisodeFormatError`, with it the bad ones are reported there and left out."""
     datasets = _datasets()
+    segments = check_segments(segments)
+    episodes = _checked(paths, on_error)
+    dataset = datasets.Dataset.from_generator(_rows, gen_kwargs={"paths": episodes, "segments": segments},
+                                              features=_features(datasets))
+    if not len(dataset):
+        raise EpisodeFormatError(f"no step of the episodes is in the segments {', '.join(segments or ())}")
+    return _write(dataset, out)
+
+
+def _checked(paths: list[str | Path], on_error: OnError | None) -> list[Path]:
     episodes = []
     for path in find_episodes(paths):
         try:
@@ -111,11 +129,45 @@ def export_episodes(paths: list[str | Path], out: str | Path, *, on_error: OnErr
         episodes.append(path)
     if not episodes:
         raise EpisodeFormatError("no episode could be exported")
-    dataset = datasets.Dataset.from_generator(_rows, gen_kwargs={"paths": episodes}, features=_features(datasets))
+    return episodes
+
+
+def _write(dataset: Any, out: str | Path) -> Any:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     dataset.to_parquet(str(out))
     return dataset
+
+
+def export_pairs(paths: list[str | Path], out: str | Path, *, on_error: OnError | None = None) -> Any:
+    """The hand-overs' preference pairs (segments.preference_pairs) to ``out``, one row each: ``prompt`` (the
+    reason the agent asked, with the person's note), ``chosen`` and ``rejected`` (actions as JSON), and the
+    screens each was taken on, as TRL's preference trainers read them."""
+    datasets = _datasets()
+    rows = []
+    for path in _checked(paths, on_error):
+        episode = load_episode(path)
+        for pair in preference_pairs(episode):
+            rows.append({
+                "episode": pair["episode"], "handover": pair["handover"],
+                "prompt": f"{pair['reason']}" + (f" (the person's note: {pair['note']})" if pair["note"] else ""),
+                "chosen": json.dumps(pair["chosen"], ensure_ascii=False),
+                "rejected": json.dumps(pair["rejected"], ensure_ascii=False),
+                "chosen_frame": _frame_file(episode, pair["chosen_frame"]),
+                "rejected_frame": _frame_file(episode, pair["rejected_frame"]),
+            })
+    if not rows:
+        raise EpisodeFormatError("no hand-over in these episodes has both an attempt of the agent and a person's "
+                                 "action to pair")
+    v = datasets.Value
+    features = datasets.Features({
+        "episode": v("string"), "handover": v("int32"), "prompt": v("string"), "chosen": v("string"),
+        "rejected": v("string"), "chosen_frame": datasets.Image(), "rejected_frame": datasets.Image()})
+    return _write(datasets.Dataset.from_list(rows, features=features), out)
+
+
+def _frame_file(episode: Any, name: str | None) -> dict[str, Any] | None:
+    return None if name is None else {"bytes": episode.frame(name).read_bytes(), "path": name}
 
 
 class _Import:

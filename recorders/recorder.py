@@ -107,6 +107,8 @@ class Recorder:
         self._video_result: dict[str, Any] | None = None
         self._video_errors: list[str] = []
         self._finished = threading.Event()  # set when stop() has written everything, the video included
+        #: The agent's hand-overs to a person during the episode (meta.json's "handovers"; see segments.py).
+        self._handovers: list[dict[str, Any]] = []
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def _meta(self) -> dict[str, Any]:
@@ -135,6 +137,7 @@ class Recorder:
             "check": {k: self._check[k] for k in ("task", "score", "success")} if self._check else None,
             # input no canonical action can represent: its messages are in raw/input.jsonl
             "unreduced": [u.to_dict() for u in self._unreduced],
+            "handovers": self._handovers,
             # the settled screen when the recording stopped: the end state, and the last action's after-frame
             "final_frame": self._frames[-1][0] if self.state == "stopped" and self._frames else None,
             **({"video": {"continuous": self._continuous_info}} if self._continuous_info else {}),
@@ -155,6 +158,8 @@ class Recorder:
             if self.source in ("agent", "both"):
                 self.env.executor.observers.append(self.on_agent)
             self.env.listeners.append(self._on_env_event)
+            if getattr(self.env, "handover", None) is not None:
+                self.env.handover.observers.append(self._on_handover)
             if self.video_fps:
                 self._start_continuous()
         self._write_trees()
@@ -253,11 +258,39 @@ class Recorder:
     def _detach(self) -> None:
         for collection, item in ((getattr(self.vnc, "taps", []), self.on_human),
                                  (getattr(getattr(self.env, "executor", None), "observers", []), self.on_agent),
-                                 (self.env.listeners, self._on_env_event)):
+                                 (self.env.listeners, self._on_env_event),
+                                 (getattr(getattr(self.env, "handover", None), "observers", []), self._on_handover)):
             try:
                 collection.remove(item)
             except ValueError:
                 pass
+
+    def _on_handover(self, event: str, record: Any) -> None:
+        """The agent asked for a person, one took the desktop, handed it back (or nobody came): kept in the raw
+        stream and in meta.json, in the episode's time, so that each step can be told apart as the agent's, its
+        attempt before asking, or the person's correction (segments.py)."""
+        def episode_time(t: float | None) -> float:  # the hand-over's times are the monotonic clock's too
+            return round((t if t is not None else time.monotonic()) - self._origin, 6)
+
+        with self._lock:
+            if self.state == "stopped":
+                return
+            # the actions so far end here: the person's first input starts a step of its own, not the agent's
+            self._emit(self._reducer.flush())
+            if event == "requested" or not self._handovers:
+                self._handovers.append({"reason": record.reason, "requested_at": episode_time(record.requested_at),
+                                        "recent_actions": record.recent_actions})
+            current = self._handovers[-1]
+            if event == "accepted":
+                # when the person's first input arrived, if that is how they took it (before this is called)
+                current.update(person=record.person, accepted_at=episode_time(record.accepted_at))
+            elif event != "requested":
+                current.update(ended_at=episode_time(record.ended_at), outcome=record.outcome, note=record.note)
+            now = episode_time(None)
+            self._raw.write({"i": self._i, "t": now, "source": "control", "msg": "handover", "event": event,
+                             **{k: current[k] for k in ("reason", "person", "note") if k in current}})
+            self._i += 1
+            write_json_atomic(self.path / "meta.json", self._meta())
 
     def _on_env_event(self, event: str) -> None:
         if event == "reset":
@@ -312,6 +345,8 @@ class Recorder:
         t_start = max(0.0, t_end - result.elapsed_ms / 1000)
         data = action.model_dump(mode="json", exclude_defaults=True)
         data["type"] = action.type
+        if action.type == "wait":  # what it waited: a wait ends early when a person hands the desktop back
+            data["ms"] = min(data.get("ms", 0), round(result.elapsed_ms))
         if "element" in data and (result.data or {}).get("x") is not None:
             # An element number means nothing outside its episode: keep where the action happened, as for people.
             del data["element"]

@@ -33,6 +33,7 @@ from typing import Any, Literal
 from hci_envs.errors import ConfigError, EpisodeFormatError, HciEnvsError, require
 
 from .export import OnError, _fail
+from .segments import check_segments, select_steps
 from .store import Episode, load_episode
 
 Images = Literal["all", "none"]
@@ -57,8 +58,10 @@ def _instructions(tasks: str | Path | None) -> dict[str, str]:
         return {}
 
 
-def conversation(episode: Episode, *, instruction: str, images: Images = "all") -> tuple[list[dict], list[Path]]:
-    """The episode as chat messages, and the frame files its image blocks show, in order."""
+def conversation(episode: Episode, *, instruction: str, images: Images = "all",
+                 segments: tuple[str, ...] | None = None) -> tuple[list[dict], list[Path]]:
+    """The episode as chat messages, and the frame files its image blocks show, in order; with ``segments``,
+    of those steps only (see segments.py)."""
     shown: list[Path] = []
     last_frame: str | None = None
 
@@ -73,9 +76,10 @@ def conversation(episode: Episode, *, instruction: str, images: Images = "all") 
             last_frame = frame
         return blocks
 
-    first = episode.actions[0].get("frame_before") if episode.actions else None
+    steps = [step for step, _ in select_steps(episode, segments)]
+    first = steps[0].get("frame_before") if steps else None
     messages: list[dict[str, Any]] = [{"role": "user", "content": content(instruction, first)}]
-    for record in episode.actions:
+    for record in steps:
         action = dict(record["action"])
         tool = action.pop("type")
         messages.append({"role": "assistant", "content": content("", None),
@@ -88,7 +92,7 @@ def conversation(episode: Episode, *, instruction: str, images: Images = "all") 
 
 def sft_rows(paths: list[Path], *, images: Images = "all", instruction: str | None = None,
              tasks: str | Path | None = None, tools: tuple[str, ...] | None = None,
-             on_error: OnError | None = None) -> Iterator[dict[str, Any]]:
+             on_error: OnError | None = None, segments: tuple[str, ...] | None = None) -> Iterator[dict[str, Any]]:
     offered = tool_schemas(tools)
     names = {schema["function"]["name"] for schema in offered}
     schemas = json.dumps(offered, ensure_ascii=False)
@@ -96,13 +100,16 @@ def sft_rows(paths: list[Path], *, images: Images = "all", instruction: str | No
     for path in paths:
         try:
             episode = load_episode(path)
-            missing = sorted({a["action"]["type"] for a in episode.actions} - names)
+            chosen = [step for step, _ in select_steps(episode, segments)]
+            if not chosen:
+                continue  # nothing of these segments in this episode
+            missing = sorted({a["action"]["type"] for a in chosen} - names)
             if missing:
                 raise ConfigError(f"{path.name} uses actions that are not among the tools offered: "
                                   f"{', '.join(missing)}", field="tools")
             task = episode.meta.get("task")
             text = instruction or known.get(task or "") or task or DEFAULT_INSTRUCTION
-            messages, frames = conversation(episode, instruction=text, images=images)
+            messages, frames = conversation(episode, instruction=text, images=images, segments=segments)
             row = {"episode": path.name, "messages": messages, "tools": schemas}
             if images != "none":
                 row["images"] = [{"bytes": f.read_bytes(), "path": f.name} for f in frames]
@@ -124,7 +131,7 @@ def features(datasets: Any, images: Images) -> Any:
 
 def sft_dataset(paths: list[Path], *, images: Images = "all", instruction: str | None = None,
                 tasks: str | Path | None = None, tools: tuple[str, ...] | None = None,
-                on_error: OnError | None = None) -> Any:
+                on_error: OnError | None = None, segments: tuple[str, ...] | None = None) -> Any:
     """The episodes as a ``datasets.Dataset`` (see the module's docstring). A bad episode raises, or with
     ``on_error`` is reported there and left out."""
     datasets = require("datasets", "export", "exporting episodes")
@@ -132,7 +139,9 @@ def sft_dataset(paths: list[Path], *, images: Images = "all", instruction: str |
         raise ConfigError(f"the sft format needs datasets>=4.7 (its Json feature); this is {datasets.__version__}")
     if images not in ("all", "none"):
         raise ConfigError(f"images must be 'all' or 'none', not {images!r}", field="images")
-    rows = list(sft_rows(paths, images=images, instruction=instruction, tasks=tasks, tools=tools, on_error=on_error))
+    segments = check_segments(segments)
+    rows = list(sft_rows(paths, images=images, instruction=instruction, tasks=tasks, tools=tools, on_error=on_error,
+                         segments=segments))
     if not rows:
         raise EpisodeFormatError("none of the episodes could be exported")
     return datasets.Dataset.from_list(rows, features=features(datasets, images))

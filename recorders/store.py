@@ -3,7 +3,9 @@
     EPISODE/
       meta.json          schema version, environment, task, screen size, image digest, clock origin, start state,
                          final_frame (the settled screen at the stop: the end state)
-      raw/input.jsonl    every input message as it arrived: {"i", "t", "source", "msg", ...fields}
+      raw/input.jsonl    every input message as it arrived: {"i", "t", "source", "msg", ...fields}; the
+                         agent's hand-overs too ({"source": "control", "msg": "handover", "event", ...}),
+                         and meta.json's "handovers" lists them (see segments.py)
       actions.jsonl      canonical actions: {"index", "action", "t_start", "t_end", "raw": [i0, i1],
                          "frame_before", "frame_after", "source", "pre_move"?, "frame_shared_with"?,
                          "result"? (an agent action: the text its tool answered)}

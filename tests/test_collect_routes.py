@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from conftest import need, need_programs
-from helpers import McpClient, PrefixProxy, ServerProcess
+from helpers import McpClient, PrefixProxy, ServerProcess, text_of
 
 pytestmark = pytest.mark.browser
 
@@ -442,3 +442,50 @@ def test_a_viewer_module_that_fails_on_the_way_is_loaded_again(collect_server, b
         desk.expect(page.locator("#desktop-status")).to_have_text("desktop: connected")
     finally:
         context.close()
+
+
+# -- the agent asks for a person: the page shows it, a person takes over, fixes and hands back ---------------------
+def test_a_person_answers_the_agents_request_on_the_page(x11, browser, tmp_path):
+    need_programs("x11vnc", "mousepad", "chromium")
+    with ServerProcess("--env", "assisted-desktop", "--no-spare", "--episodes-dir", str(tmp_path)) as server, \
+            server.http() as http:
+        assert http.post("/reset", json={"task": TASK}).status_code == 200
+        context = browser.new_context(viewport=VIEWPORT)
+        try:
+            desk = Desk(context.new_page()).open(http.get("/state").json()["collect_url"])
+            page, expect = desk.page, desk.expect
+            expect(page.locator("#human")).to_have_attribute("data-status", "none")
+            expect(page.locator("#accept")).to_be_disabled()
+            with McpClient(f"{server.base_url}/mcp") as mcp:
+                mcp.ok("key", {"keys": "ctrl+End"})
+                mcp.ok("type_text", {"text": "dune"})
+                mcp.ok("ask_human", {"reason": "the last line should say done: please fix it and save"})
+                expect(page.locator("#banner")).to_have_text(
+                    "The agent asks for a person: the last line should say done: please fix it and save", timeout=10000)
+                expect(page.locator("#human")).to_have_attribute("data-status", "requested")
+                expect(page.locator("#human-recent li")).to_have_text(["key('ctrl+End')", "type_text('dune')"])
+                page.fill("#person", "ana")
+                page.click("#accept")
+                expect(page.locator("#human")).to_have_attribute("data-status", "held", timeout=10000)
+                expect(page.locator("#human-text")).to_contain_text("ana holds the desktop")
+                expect(page.locator("#banner")).to_be_hidden()
+                refused = mcp.call("type_text", {"text": "queued?"})
+                assert refused.is_error and "a person (ana) holds the desktop" in text_of(refused)
+                desk.click_desktop(*TEXT_AREA)  # below the last line: the caret goes to its end
+                for _ in range(4):
+                    desk.press("Backspace")
+                desk.type("done")
+                desk.press("Control+s")
+                deadline = time.monotonic() + 10  # the checker reads the saved file
+                while http.post("/score", json={}).json()["score"] != 1.0 and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                page.fill("#note", "fixed the last line and saved")
+                page.click("#hand-back")
+                expect(page.locator("#human")).to_have_attribute("data-status", "handed_back", timeout=10000)
+                expect(page.locator("#human-text")).to_contain_text("Handed back: “fixed the last line and saved”")
+                told = text_of(mcp.ok("cursor_position", {}))
+                assert "ana handed the desktop back with a note: 'fixed the last line and saved'" in told, told
+                assert "type_text('done')" in told and "key('ctrl+s')" in told, told
+            assert http.post("/score", json={}).json()["score"] == 1.0  # "done" replaced "dune", and was saved
+        finally:
+            context.close()

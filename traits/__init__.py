@@ -7,8 +7,10 @@
 """
 
 from .bash import BashAccess
-from .envs import DesktopEnv, WorkstationEnv
+from .envs import AssistedDesktopEnv, DesktopEnv, WorkstationEnv
 from .hci import HumanComputerInterfaceable
+from .people import AsksForHelp
 from .python import PythonAccess
 
-__all__ = ["BashAccess", "DesktopEnv", "HumanComputerInterfaceable", "PythonAccess", "WorkstationEnv"]
+__all__ = ["AsksForHelp", "AssistedDesktopEnv", "BashAccess", "DesktopEnv", "HumanComputerInterfaceable",
+           "PythonAccess", "WorkstationEnv"]

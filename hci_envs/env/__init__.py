@@ -2,7 +2,8 @@
 
 ``environment`` (the :class:`Environment` facade), ``assembly`` (builds its parts), ``episode`` (the episode's
 bookkeeping), ``steps`` (what a step may carry), ``executor`` (canonical actions on a desktop), ``spare`` (the
-next episode's desktop, prepared in the background) and ``env_checker`` (:func:`check_env`).
+next episode's desktop, prepared in the background), ``handover`` (the agent's ``ask_human``) and
+``env_checker`` (:func:`check_env`).
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from .assembly import EnvironmentHooks
 from .environment import BASE_TOOLS, CODE_TOOL, DesktopFactory, Environment, image_data
 
-__all__ = ["BASE_TOOLS", "CODE_TOOL", "DesktopFactory", "Environment", "image_data"]
+__all__ = ["BASE_TOOLS", "CODE_TOOL", "DesktopFactory", "Environment", "EnvironmentHooks", "image_data"]
 
 
 def __getattr__(name: str) -> Any:

@@ -26,6 +26,7 @@ from ..tasks.manager import TaskManager
 from ..tools.codeact import CodeRunner
 from .episode import EpisodeTracker
 from .executor import DEFAULT_PASTE_KEYS, Executor
+from .handover import DEFAULT_ANSWER_WITHIN, DEFAULT_HOLD_FOR, Handover
 from .spare import DesktopParts, SpareDesktop
 
 if TYPE_CHECKING:
@@ -42,6 +43,9 @@ class EnvironmentHooks:
 
     #: Why agent input is refused right now (a person holds the desktop), or None.
     input_blocked: Callable[[], str | None] = lambda: None
+    #: Where people can answer the agent's ``ask_human`` (the server's VNC viewers and collection page), or
+    #: None: nobody can, and the tool says so at once rather than wait for its deadline.
+    people: str | None = None
     #: Called with "desktop" when a reset brought another desktop (the spare, or a new display), then with
     #: "reset" after every reset: services such as VNC keep per-episode state.
     listeners: list[Callable[[str], Any]] = field(default_factory=list)
@@ -83,6 +87,8 @@ class EnvironmentParts:
     limits: Limits = field(default_factory=Limits.default)
     #: What each episode's agent side may connect to (hci_envs.sandbox.network).
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
+    #: The agent's hand-over to a person (``ask_human``); its end wakes the executor's waits.
+    handover: Handover = field(default_factory=Handover)
 
 
 def desktop_factory(choice: str | DesktopFactory | None) -> DesktopFactory:
@@ -112,6 +118,8 @@ def assemble(
     max_snapshot_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES,
     desktop: str | DesktopFactory | None = None,
     spare: bool = False,
+    human_answer_within: float = DEFAULT_ANSWER_WITHIN,
+    human_hold_for: float = DEFAULT_HOLD_FOR,
 ) -> EnvironmentParts:
     """The parts of ``env`` (an Environment being constructed: the parts that call back into it, CodeAct's
     tool calls and the spare's preparation, get its bound methods, used only once it is built)."""
@@ -128,13 +136,18 @@ def assemble(
         if reason:
             raise ConfigError(f"network {policy.mode!r} cannot be enforced here: {reason}", field="network")
 
+    handover = Handover(answer_within=human_answer_within, hold_for=human_hold_for)
+
+    def input_blocked() -> str | None:  # the agent's own request first: it paused itself
+        return handover.agent_blocked() or hooks.why_input_blocked()
+
     def make_desktop(state: Any, *, home: str, account: Any) -> VirtualDesktop:
         return factory(state, home=home, account=account, max_processes=max_agent_processes, limits=enforced,
                        network=policy)
 
     return EnvironmentParts(
         make_desktop=make_desktop,
-        executor=Executor(None, paste_keys=paste_keys, input_blocked=hooks.why_input_blocked),
+        executor=Executor(None, paste_keys=paste_keys, input_blocked=input_blocked, resumed=handover.over),
         new_desktop_parts=lambda: DesktopParts.new(status, max_snapshot_bytes, enforced.disk),
         episode=EpisodeTracker(),
         code=CodeRunner(call_tool=env.call_tool, tools=env.code_tools,
@@ -144,4 +157,5 @@ def assemble(
         spare=SpareDesktop(env.prepare_spare) if spare else None,
         limits=enforced,
         network=policy,
+        handover=handover,
     )

@@ -17,6 +17,7 @@ raises out of ``step``.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import threading
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import deadline
 from ..actions.models import ActionBase
+from .handover import RECENT_ACTIONS, describe_action
 from ..tools.codeact import BASE_TOOLS, CODE_TOOL, EnvironmentTools
 from .assembly import DesktopFactory, EnvironmentHooks, EnvironmentParts, assemble
 from ..errors import (
@@ -35,6 +37,7 @@ from ..errors import (
     DesktopDiedError,
     DesktopError,
     EnvironmentStateError,
+    HandoverError,
     HciEnvsError,
     InvalidActionError,
     ModeError,
@@ -124,6 +127,10 @@ class Environment(EnvironmentTools):
         self.isolation = parts.isolation
         self.limits = parts.limits
         self.network = parts.network
+        #: The agent's hand-over to a person (``ask_human``): see :mod:`hci_envs.env.handover`.
+        self.handover = parts.handover
+        self._recent: collections.deque[dict[str, Any]] = collections.deque(maxlen=RECENT_ACTIONS)
+        self.executor.observers.append(self._note_action)
         # What the current episode runs on: its desktop (None until the first reset), home and agent account.
         self.desktop: VirtualDesktop | None = None
         current = self.new_desktop_parts()
@@ -188,7 +195,8 @@ class Environment(EnvironmentTools):
             done=e.done, truncated_reason=e.truncated_reason, isolation=self.isolation.mode,
             limits=limits_status(self.limits.over(self.declared_state.limits), self.isolation.mode == "uid"),
             network=network_status(self.network, self.isolation.mode == "uid"),
-            spare=self.spare.status() if self.spare is not None else None, **self.hooks.info,
+            spare=self.spare.status() if self.spare is not None else None, human=self.handover.status(),
+            **self.hooks.info,
         )
 
     @property
@@ -241,11 +249,12 @@ class Environment(EnvironmentTools):
             except DesktopDiedError as exc:
                 self.episode.truncate(str(exc))
                 raise
-            return self._with_limit_notice(output)
+            return self._with_notices(output)
 
-    def _with_limit_notice(self, output: Any) -> Any:
-        """``output`` with what the kernel did for the session's limits since the last result, if anything: a
-        process it stopped for memory, forks it refused (the agent learns why its program died)."""
+    def _with_notices(self, output: Any) -> Any:
+        """``output`` with what the kernel did for the session's limits since the last result, if anything (a
+        process it stopped for memory, forks it refused: the agent learns why its program died), and with the
+        hand-over's news: a person's report once they handed back (and a fresh screen), or that one holds it."""
         if not isinstance(output, ToolOutput):
             return output
         enforced = self.desktop.limits_enforced() if self.desktop is not None else None
@@ -253,7 +262,41 @@ class Environment(EnvironmentTools):
             output.text = _with_limit(output.text, enforced)
             if isinstance(output.data, dict):
                 output.data = {**output.data, "limit": enforced}
+        news, report = self._handover_news()
+        if news:
+            output.text = f"{news}\n{output.text}" if output.text else news
+            if isinstance(output.data, dict) or output.data is None:
+                output.data = {**(output.data or {}), "human": self.handover.status()}
+            if report and self.desktop is not None and not output.images:
+                output.images = [self.executor.run({"type": "screenshot"}).image]
         return output
+
+    def _handover_news(self) -> tuple[str | None, bool]:
+        """What the agent is told of the hand-over with its next result: the report once it ended (True), or
+        that it still runs, or nothing."""
+        report = self.handover.take_report()
+        if report is not None:
+            return report, True
+        blocked = self.handover.agent_blocked()
+        return (f"[human] {blocked}" if blocked else None), False
+
+    def _note_action(self, action: Any, result: Any) -> None:
+        """The executor's observer: the agent's last actions, shown to the person it asks for help."""
+        if not action.read_only and not self._performing:
+            self._recent.append({"action": describe_action(action.model_dump(mode="json", exclude_defaults=True)
+                                                           | {"type": action.type}), "text": result.text})
+
+    def ask_human_for(self, reason: str) -> dict[str, Any]:
+        """The agent asks for a person (the ``ask_human`` tool): the episode pauses for it until a person hands
+        the desktop back or nobody answers in time (see :mod:`hci_envs.env.handover`)."""
+        with self._lock:
+            self.episode.require_running()
+            if self.hooks.people is None:
+                raise HandoverError("no person can answer here: this environment is not served with VNC viewers "
+                                    "or a collection page (serve it, with --vnc-port or the collection page)")
+            record = self.handover.request(reason, list(self._recent))
+            return {"status": "requested", "reason": record.reason, "where": self.hooks.people,
+                    "answer_within_seconds": self.handover.answer_within}
 
     def run_code(self, code: str, *, timeout: float = DEFAULT_CODE_TIMEOUT,
                  max_output: int = DEFAULT_CODE_OUTPUT) -> Any:
@@ -304,6 +347,7 @@ class Environment(EnvironmentTools):
         e = self.episode
         if not e.pristine and e.started and not e.closed:
             self.interrupt_agent()
+        self.handover.cancel()  # a new episode: whoever was asked for the old one is not wanted any more
         with self._lock:
             if e.closed:
                 raise EnvironmentStateError("the environment is closed")
@@ -606,7 +650,12 @@ class Environment(EnvironmentTools):
         enforced = self.desktop.limits_enforced() if self.desktop is not None else None
         if enforced:  # what the kernel did for the session's limits since the last observation
             text = _with_limit(text, enforced)
-        return Observation(screenshot=shot, accessibility_tree=tree, marks=marks, text=text, done=self.episode.done)
+        news, _ = self._handover_news()
+        obs = Observation(screenshot=shot, accessibility_tree=tree, marks=marks,
+                          text=f"{news}\n{text}" if news and text else news or text, done=self.episode.done)
+        if news:
+            obs.metadata = {"human": self.handover.status()}
+        return obs
 
     def _truncated_observation(self, texts: list[str]) -> Observation:
         return Observation(text="\n".join(t for t in texts if t), done=True, truncated=True,
@@ -642,6 +691,7 @@ class Environment(EnvironmentTools):
             if self.episode.closed:
                 return
             self.episode.closed = True
+            self.handover.cancel()
             if self.episode.started:
                 self._session_end_hook()
             self.code.close()

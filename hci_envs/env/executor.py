@@ -87,6 +87,7 @@ class Executor:
         settle_quiet: float = SETTLE_QUIET,
         settle_timeout: float = SETTLE_TIMEOUT,
         input_blocked: Callable[[], str | None] = lambda: None,
+        resumed: threading.Event | None = None,
     ) -> None:
         #: The desktop acted on (None until the environment's first reset; see :meth:`use`).
         self.desktop = desktop
@@ -96,6 +97,8 @@ class Executor:
         self.observers: list[Observer] = []
         #: Why input actions are refused right now (a human holds the desktop), or None.
         self.input_blocked = input_blocked
+        #: Clear while the agent waits for a person (a hand-over): a ``wait`` begun then ends once it is set.
+        self.resumed = resumed
         self._lock = threading.RLock()
         #: Set while the episode is being reset: long actions (wait) stop at once.
         self.interrupt = threading.Event()
@@ -435,7 +438,11 @@ class Executor:
             events.set_clipboard(previous)  # put back what the user had copied
 
     def _do_wait(self, a: A.Wait) -> ActionResult:
-        deadline.sleep(a.ms / 1000, "wait", self.interrupt)
+        start = time.monotonic()
+        until = self.resumed if self.resumed is not None and not self.resumed.is_set() else None
+        if deadline.sleep(a.ms / 1000, "wait", self.interrupt, until=until):
+            waited = round((time.monotonic() - start) * 1000)
+            return ActionResult(a.type, f"waited {waited} ms of {a.ms}: the desktop is yours again")
         return ActionResult(a.type, f"waited {a.ms} ms")
 
     def _do_clipboard_set(self, a: A.ClipboardSet) -> ActionResult:

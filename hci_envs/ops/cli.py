@@ -90,6 +90,9 @@ def serve_config(args: argparse.Namespace, port: int, osworld_port: int | None =
     if observation:
         env_kwargs["observation"] = observation
     env_kwargs["spare"] = True if args.spare is None else args.spare
+    for option in ("human_answer_within", "human_hold_for"):  # the agent's hand-over (ask_human)
+        if getattr(args, option, None) is not None:
+            env_kwargs[option] = getattr(args, option)
     limits = {"memory": getattr(args, "limit_memory", None), "processes": getattr(args, "limit_processes", None),
               "cpu_weight": getattr(args, "limit_cpu_weight", None), "disk": getattr(args, "limit_disk", None)}
     from ..sandbox.limits import Limits
@@ -337,6 +340,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vnc-port", type=int, help="also a raw VNC port for native viewers (0 picks a free one)")
     p.add_argument("--takeover-timeout", type=float, default=30.0,
                    help="seconds without human input before a person's hold on the desktop lapses")
+    p.add_argument("--human-answer-within", type=float, metavar="SECONDS",
+                   help="an environment with ask_human (--env assisted-desktop): seconds a request waits for a person "
+                        "to take the desktop before the agent gets it back (default 300)")
+    p.add_argument("--human-hold-for", type=float, metavar="SECONDS",
+                   help="seconds a person who took the agent's hand-over may hold the desktop (default 1800)")
     p.add_argument("--action-mode", choices=("tools", "code"), default="tools",
                    help="the agent interface sessions advertise: one tool per call, or CodeAct")
     p.add_argument("--episodes-dir", default=os.environ.get("HCI_ENVS_EPISODES_DIR", "episodes"),

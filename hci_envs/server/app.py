@@ -26,7 +26,7 @@ from starlette.types import Receive, Scope, Send
 
 from .. import __version__
 from ..errors import HciEnvsError, SessionNotFoundError
-from . import collect_routes, control_routes, openenv_mcp, recording_routes, task_routes, vnc_routes
+from . import collect_routes, control_routes, handover_routes, openenv_mcp, recording_routes, task_routes, vnc_routes
 from .config import ServerConfig
 from .core import HciServer
 from .deps import bearer, error_response
@@ -314,6 +314,7 @@ def create_app(config: ServerConfig) -> HciApp:
         app.include_router(control_routes.simulation_router)
     if config.vnc:
         vnc_routes.install_vnc(app, server)
+        handover_routes.install_handover(app, server)  # people answer the agent's ask_human
         collect_routes.install_collect(app, server)  # the page for people who record demonstrations
     app.include_router(recording_routes.router)
     app.include_router(task_routes.router)  # last: its /{env_name}/... paths never shadow a route above

@@ -35,6 +35,8 @@ from . import recording_routes
 from .collect_guard import episode_path, page_session
 from .core import HciServer
 from .deps import get_server
+from .handover_routes import HandoverCommand
+from .handover_routes import run_command as run_handover
 from .sessions import Session
 from .vnc_routes import control_status
 
@@ -133,6 +135,7 @@ def page_state(server: HciServer, session: Session, episode: str | None, cursor:
         "task": current_task(server, session),
         "replaying": collect_state(session).replaying,
         "control": control_status(session),
+        "human": session.env.handover.status(),
         "screen": {"width": session.env.declared_state.width, "height": session.env.declared_state.height},
         "episodes": [p.name for p in reversed(session.episodes) if p.is_dir()],
     }
@@ -247,6 +250,12 @@ async def post_recording(request: RecordingRequest = Body(...), session: Session
         return _json({"state": "none", "discarded": recorder.path.name})
     command = recording_routes.RecordingCommand(command=request.command)
     return _json(await recording_routes.command(server, session, command))
+
+
+@router.post(PREFIX + "/api/human")
+async def post_human(command: HandoverCommand = Body(...), session: Session = Depends(page_session)) -> Response:
+    """Take the desktop the agent asked a person for, or hand it back with a note for the agent."""
+    return _json(await run_handover(session, command))
 
 
 @router.get(PREFIX + "/api/episodes")

@@ -50,6 +50,8 @@ class Session:
     episodes: list[Any] = field(default_factory=list)
     #: The collection page's state for this session (hci_envs.server.collect_routes.CollectState).
     collect: Any = None
+    #: The person's side of the agent's hand-over (hci_envs.server.handover_routes.PersonSide), with VNC.
+    handover_side: Any = None
     #: How the session's agent acts: "tools" (one tool per call) or "code" (CodeAct).
     mode: Literal["tools", "code"] = "tools"
     #: Blocking calls this session runs at once, and how many may wait.

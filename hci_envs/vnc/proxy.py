@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from .takeover import HumanControl
 from .rfb import (
@@ -184,6 +184,8 @@ class VncSession:
         self.control = HumanControl(takeover_timeout)
         self.viewers: dict[str, Viewer] = {}
         self.taps: list[Tap] = []
+        #: Called with each viewer that has left, once what it held is released (the hand-over's person).
+        self.departures: list[Callable[[Viewer], Any]] = []
         self.on_human_input = on_human_input or (lambda: None)
         # Releases every key and button X says is down (the desktop's Input.release_stray). A viewer that
         # leaves with Shift or a button held leaves it held in X, since x11vnc releases nothing; so whenever
@@ -312,6 +314,11 @@ class VncSession:
                         self._input_from = None
             await upstream.close()
             await viewer_stream.close()
+            for departure in list(self.departures):
+                try:
+                    departure(viewer)
+                except Exception:
+                    log.exception("a VNC departure hook failed")
 
     async def _relay_input(self, viewer: Viewer, source: Stream, upstream: Stream) -> None:
         parser = ClientMessageParser()

@@ -158,6 +158,44 @@ function showActions(actions) {
   if (actions.items.length) list.lastElementChild.scrollIntoView({ block: 'nearest' });
 }
 
+// -- the agent's hand-over ---------------------------------------------------------------------------------------
+function humanText(human) {
+  const seconds = (value) => `${Math.round(value)} s`;
+  switch (human.status) {
+    case 'requested':
+      return `The agent asks for a person: “${human.reason}”. Take over (or just use the desktop) within ` +
+        `${seconds(human.answer_within_seconds)}; the agent waits until you hand it back.`;
+    case 'held':
+      return `${human.person} holds the desktop (asked: “${human.reason}”), ${seconds(human.hold_left_seconds)} ` +
+        'left. Hand it back with a note when done.';
+    case 'handed_back':
+      return `Handed back${human.note ? `: “${human.note}”` : ''} (${human.actions.length} actions).`;
+    case 'unanswered':
+      return `Nobody answered the agent's request (“${human.reason}”) in time.`;
+    default:
+      return 'The agent has not asked for a person.';
+  }
+}
+
+function showHuman(human) {
+  if (!human) return;
+  const box = $('#human');
+  box.dataset.status = human.status;
+  $('#human-text').textContent = humanText(human);
+  const recent = (human.status === 'requested' || human.status === 'held') ? human.recent_actions ?? [] : [];
+  const key = JSON.stringify(recent);
+  const list = $('#human-recent');
+  if (list.dataset.key !== key) {
+    list.dataset.key = key;
+    list.replaceChildren(...recent.map((r) => {
+      const item = document.createElement('li');
+      item.textContent = r.action;
+      item.title = r.text ?? '';
+      return item;
+    }));
+  }
+}
+
 // -- state ------------------------------------------------------------------------------------------------------
 function updateButtons() {
   const state = last?.recording?.state ?? 'none';
@@ -170,6 +208,8 @@ function updateButtons() {
   $('#discard').disabled = busy || !active;
   $('#load-task').disabled = busy || replaying || active;
   for (const button of document.querySelectorAll('.episode button')) button.disabled = busy || replaying || active;
+  $('#accept').disabled = busy || last?.human?.status !== 'requested';
+  $('#hand-back').disabled = busy || last?.human?.status !== 'held';
 }
 
 function showState(state) {
@@ -199,9 +239,12 @@ function showState(state) {
   showActions(state.actions);
 
   const banner = $('#banner');
-  banner.hidden = !state.replaying;
+  const asking = state.human?.status === 'requested';
+  banner.hidden = !state.replaying && !asking;
   banner.textContent = state.replaying
-    ? `Replaying ${state.replaying}: your input is ignored until it ends.` : '';
+    ? `Replaying ${state.replaying}: your input is ignored until it ends.`
+    : asking ? `The agent asks for a person: ${state.human.reason}` : '';
+  showHuman(state.human);
   updateButtons();
 
   const key = JSON.stringify([state.episodes, recording.state, recording.episode]);
@@ -389,6 +432,13 @@ $('#discard').addEventListener('click', () => {
 $('#load-task').addEventListener('click', () => run(async () => {
   const task = $('#task-select').value || null;
   await api('POST', 'api/task', { task });
+}));
+
+$('#accept').addEventListener('click', () => run(() => api('POST', 'api/human', {
+  command: 'accept', person: $('#person').value.trim() || 'a person at the collection page' })));
+$('#hand-back').addEventListener('click', () => run(async () => {
+  await api('POST', 'api/human', { command: 'hand_back', note: $('#note').value });
+  $('#note').value = '';
 }));
 
 connectDesktop();

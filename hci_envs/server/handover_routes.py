@@ -1,0 +1,171 @@
+"""The person's side of the agent's hand-over (``ask_human``; the bookkeeping is :mod:`hci_envs.env.handover`).
+
+    GET  /human, /sessions/{id}/human                    the hand-over: status, reason, the agent's last actions
+    POST /human, /sessions/{id}/human                    {"command": "accept", "person": "ana"}
+                                                         {"command": "hand_back", "note": "saved it"}
+
+(control plane; the collection page has its own route, under its secret.) A person also accepts by simply
+using the desktop: the first input of a control viewer while the agent waits takes it, in that viewer's name,
+and the hand-over goes back when that viewer leaves. While a person holds it, the desktop is theirs
+(VNC's control is forced to people, the agent refused); their input is kept and, when they hand back, reduced
+to canonical actions for the agent's report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from typing import Any, Literal
+
+import anyio
+from fastapi import APIRouter, Body, Depends, FastAPI
+from pydantic import BaseModel, ConfigDict, Field
+
+from .. import plugins
+from ..env.handover import MAX_TEXT, HandoverRecord
+from ..errors import ConfigError
+from .core import HciServer
+from .deps import CONTROL, get_server, session_for
+from .sessions import Session
+
+log = logging.getLogger(__name__)
+
+#: What ``state().human`` says of where people answer.
+WHERE = "a person at a control viewer of this session (VNC or the collection page)"
+
+
+class PersonSide:
+    """One session's person side: VNC's control follows the hand-over, and the person's input is kept."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.handover = session.env.handover
+        self._lock = threading.Lock()
+        self._events: list[Any] = []  # the person's input messages while they hold the desktop
+        self._viewer: str | None = None  # the viewer that took it by its input (it hands back by leaving)
+        self._forced_before: Any = None
+        self._granted = False
+        self.handover.observers.append(self._on_change)
+        session.vnc.taps.append(self._on_input)
+        session.vnc.departures.append(self._on_viewer_left)
+
+    def _on_change(self, event: str, record: HandoverRecord) -> None:
+        control = self.session.vnc.control
+        if event == "accepted":
+            with self._lock:
+                self._events = []
+                self._forced_before, self._granted = control.status().forced, True
+            control.grant()  # the person's: the agent is refused even while they read, and idle time does not end it
+        elif event in ("handed_back", "hold_time_over", "unanswered", "cancelled"):
+            with self._lock:
+                granted, self._granted, self._viewer = self._granted, False, None
+            if granted:
+                {None: control.auto, "human": control.grant, "agent": control.revoke}[self._forced_before]()
+
+    def _on_input(self, viewer: Any, message: Any, arrived: float) -> None:
+        """A VNC tap (on the proxy's loop): the first input while the agent waits takes the desktop."""
+        status = self.handover.current
+        if status == "requested":
+            try:
+                self.handover.accept(f"viewer {viewer.id}", at=arrived)
+                with self._lock:
+                    self._viewer = viewer.id
+            except Exception as exc:  # another person took it meanwhile: theirs
+                log.info("viewer %s could not take the hand-over: %s", viewer.id, exc)
+            status = self.handover.current
+        if status == "held":
+            with self._lock:
+                self._events.append(dataclasses.replace(message, i=len(self._events), t=arrived))
+
+    def _on_viewer_left(self, viewer: Any) -> None:
+        with self._lock:
+            took_it = self._viewer == viewer.id
+        if took_it and self.handover.current == "held":
+            try:
+                self.hand_back("", leaving=True)
+            except Exception as exc:  # noqa: BLE001 - handed back meanwhile
+                log.info("viewer %s left; the hand-over had ended: %s", viewer.id, exc)
+
+    def actions(self) -> list[dict[str, Any]]:
+        """What the person has done so far, as canonical actions."""
+        with self._lock:
+            events = list(self._events)
+        if not events:
+            return []
+        reduce_events = plugins.load(plugins.RECORDERS, "reduce_events")
+        state = self.session.env.declared_state
+        return [r.action for r in reduce_events(events, screen=(state.width, state.height))]
+
+    def accept(self, person: str) -> dict[str, Any]:
+        self.handover.accept(person)
+        return self.handover.status()
+
+    def hand_back(self, note: str, *, leaving: bool = False) -> dict[str, Any]:
+        actions = self.actions()
+        self.handover.hand_back(note or ("" if not leaving else "(the person's viewer left)"), actions)
+        return self.handover.status()
+
+
+def attach_handover(server: HciServer, session: Session) -> dict[str, Any]:
+    """The per-session service: people can answer where the session has VNC (attached before this)."""
+    if session.vnc is None:
+        return {}
+    session.handover_side = PersonSide(session)
+    session.env.hooks.people = WHERE
+    return {}
+
+
+def person_side(session: Session) -> PersonSide:
+    side = getattr(session, "handover_side", None)
+    if side is None:
+        raise ConfigError("this server runs without VNC: no person can take a hand-over here")
+    return side
+
+
+class HandoverCommand(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    command: Literal["accept", "hand_back"]
+    #: Who accepts (shown to the agent and kept in the episode).
+    person: str = Field("a person", min_length=1, max_length=200)
+    #: For the agent, with the hand back.
+    note: str = Field("", max_length=MAX_TEXT)
+
+
+async def run_command(session: Session, command: HandoverCommand) -> dict[str, Any]:
+    side = person_side(session)
+    if command.command == "accept":
+        return await anyio.to_thread.run_sync(side.accept, command.person)
+    return await anyio.to_thread.run_sync(side.hand_back, command.note)
+
+
+router = APIRouter()
+
+
+@router.get("/human", dependencies=CONTROL)
+async def get_human(server: HciServer = Depends(get_server)) -> dict[str, Any]:
+    """The default session's hand-over: none, requested (reason, the agent's last actions), held, handed back."""
+    return session_for(server, None).env.handover.status()
+
+
+@router.post("/human", dependencies=CONTROL)
+async def post_human(command: HandoverCommand = Body(...), server: HciServer = Depends(get_server)) -> dict[str, Any]:
+    """Accept the agent's request (one person wins; the next is told who), or hand the desktop back with a note."""
+    return await run_command(session_for(server, None), command)
+
+
+@router.get("/sessions/{session_id}/human", dependencies=CONTROL)
+async def get_session_human(session_id: str, server: HciServer = Depends(get_server)) -> dict[str, Any]:
+    return session_for(server, session_id).env.handover.status()
+
+
+@router.post("/sessions/{session_id}/human", dependencies=CONTROL)
+async def post_session_human(session_id: str, command: HandoverCommand = Body(...),
+                             server: HciServer = Depends(get_server)) -> dict[str, Any]:
+    return await run_command(session_for(server, session_id), command)
+
+
+def install_handover(app: FastAPI, server: HciServer) -> None:
+    """The routes, and the person side of every session (after VNC, which it needs)."""
+    app.include_router(router)
+    server.session_services.append(attach_handover)

@@ -1,0 +1,283 @@
+"""The agent's hand-over to a person (hci_envs.env.handover): its states and deadlines, and what the environment
+does with it: the agent's input refused (never queued) while a person was asked or holds the desktop, its `wait`
+ended when the desktop comes back, and its next result carrying the person's note, what they did and a fresh
+screen, once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from hci_envs.env.assembly import EnvironmentHooks
+from hci_envs.env.handover import Handover
+from hci_envs.errors import ConfigError, HandoverError, HumanControlError
+
+
+class Clock:
+    """The declared test seam of the hand-over's deadlines: a clock that moves when told."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.fake
+def test_a_request_is_taken_by_one_person_and_handed_back_with_a_note_told_once():
+    clock = Clock()
+    handover = Handover(answer_within=60, hold_for=600, clock=clock)
+    heard = []
+    handover.observers.append(lambda event, record: heard.append((event, record.outcome)))
+    assert handover.status() == {"status": "none"} and handover.agent_blocked() is None
+    handover.request("the save dialog wants a folder I cannot see", [{"action": "click(1, 2)"}])
+    assert "you asked for a person" in handover.agent_blocked() and not handover.over.is_set()
+    with pytest.raises(HandoverError, match="already asked"):
+        handover.request("again")
+    with pytest.raises(HandoverError, match="nothing to hand back"):
+        handover.hand_back("too early")
+    handover.accept("ana")
+    with pytest.raises(HandoverError, match="ana has already taken"):
+        handover.accept("bo")
+    with pytest.raises(HandoverError, match="ana holds the desktop, not bo"):
+        handover.hand_back("mine", person="bo")
+    assert handover.status()["status"] == "held" and "a person (ana) holds" in handover.agent_blocked()
+    assert handover.take_report() is None  # nothing to tell while it runs
+    handover.hand_back("saved it in ~/Documents", [{"type": "click", "x": 5, "y": 6},
+                                                    {"type": "type_text", "text": "report"}], person="ana")
+    assert handover.agent_blocked() is None and handover.over.is_set()
+    report = handover.take_report()
+    assert "ana handed the desktop back" in report and "saved it in ~/Documents" in report
+    assert "click(5, 6)" in report and "type_text('report')" in report and "(2 actions)" in report
+    assert handover.take_report() is None  # once
+    status = handover.status()
+    assert status["status"] == "handed_back" and status["note"] == "saved it in ~/Documents"
+    assert status["recent_actions"] == [{"action": "click(1, 2)"}] and len(status["actions"]) == 2
+    assert heard == [("requested", None), ("accepted", None), ("handed_back", "handed_back")]
+
+
+@pytest.mark.fake
+def test_nobody_answering_ends_the_request_at_its_deadline_and_a_hold_ends_at_its_own():
+    clock = Clock()
+    handover = Handover(answer_within=60, hold_for=600, clock=clock)
+    handover.request("stuck")
+    clock.now += 59.9
+    assert handover.agent_blocked() is not None
+    clock.now += 0.2
+    assert handover.agent_blocked() is None  # checked when asked: no timer had to run
+    assert handover.status()["status"] == "unanswered"
+    assert "Nobody answered" in handover.take_report()
+    with pytest.raises(HandoverError, match="nothing to accept"):
+        handover.accept("late")
+    handover.request("stuck again")
+    handover.accept("ana")
+    clock.now += 600
+    assert handover.agent_blocked() is None and handover.status()["outcome"] == "hold_time_over"
+    assert "ran out" in handover.take_report()
+
+
+@pytest.mark.fake
+def test_bad_requests_are_typed_errors():
+    handover = Handover()
+    for reason in ("", "   ", None):
+        with pytest.raises(ConfigError, match="needs a reason"):
+            handover.request(reason)
+    with pytest.raises(ConfigError, match="must be text"):
+        handover.request(42)
+    with pytest.raises(ConfigError, match="at most 2000"):
+        handover.request("x" * 2001)
+    with pytest.raises(ConfigError, match="answer_within must be a positive"):
+        Handover(answer_within=0)
+
+
+def _env(people: str | None = "the test"):
+    from hci_envs.traits import AssistedDesktopEnv
+
+    return AssistedDesktopEnv(desktop="fake", start_state={"width": 320, "height": 240, "apps": [{"command": ["app"]}]},
+                              hooks=EnvironmentHooks(people=people), human_answer_within=30, human_hold_for=60)
+
+
+@pytest.mark.fake
+def test_nobody_to_answer_is_said_at_once():
+    with _env(people=None) as env:
+        env.reset()
+        with pytest.raises(HandoverError, match="no person can answer here"):
+            env.call_tool("ask_human", {"reason": "help"})
+        assert env.state.human == {"status": "none"}
+
+
+@pytest.mark.fake
+def test_the_agent_is_paused_while_a_person_works_and_told_what_they_did():
+    with _env() as env:
+        env.reset()
+        env.call_tool("click", {"x": 10, "y": 10})
+        env.call_tool("type_text", {"text": "draft"})
+        asked = env.call_tool("ask_human", {"reason": "which folder?"})
+        assert "asked for a person" in asked.text and env.state.human["status"] == "requested"
+        assert [a["action"] for a in env.state.human["recent_actions"]] == ["click(10, 10)", "type_text('draft')"]
+        typed = env.desktop.typed
+        for call in (lambda: env.call_tool("type_text", {"text": "queued?"}),
+                     lambda: env.executor.run({"type": "click", "x": 1, "y": 1})):
+            with pytest.raises(HumanControlError, match="you asked for a person"):
+                call()
+        obs = env.step({"type": "key", "keys": "ctrl+s"})  # a step's input is refused the same way
+        assert obs.error["code"] == "HUMAN_CONTROL" and obs.metadata["human"]["status"] == "requested"
+        shot = env.call_tool("screenshot", {})
+        assert shot.images and "[human] you asked for a person" in shot.text  # looks still work, and say so
+        env.handover.accept("ana")
+        # the agent waits; the person hands back after 0.3 s, and the wait ends then, not after its 20 s
+        threading.Timer(0.3, lambda: env.handover.hand_back("done: saved", [{"type": "key", "keys": "ctrl+s"}])).start()
+        start = time.monotonic()
+        waited = env.call_tool("wait", {"ms": 20000})
+        assert time.monotonic() - start < 10 and "the desktop is yours again" in waited.text
+        assert "ana handed the desktop back with a note: 'done: saved'" in waited.text
+        assert "key('ctrl+s')" in waited.text and waited.images  # the report, with a fresh screen
+        assert env.desktop.typed == typed  # nothing the agent sent while paused arrived later
+        again = env.call_tool("type_text", {"text": "!"})
+        assert "[human]" not in again.text and env.desktop.typed == typed + "!"  # told once; the agent is back
+        assert env.state.human["status"] == "handed_back"
+
+
+@pytest.mark.fake
+def test_a_reset_ends_a_hand_over_without_a_report():
+    with _env() as env:
+        env.reset()
+        env.call_tool("ask_human", {"reason": "help"})
+        env.reset()
+        assert env.state.human == {"status": "none"}
+        assert "[human]" not in env.call_tool("click", {"x": 3, "y": 3}).text
+
+
+# -- real parts: mousepad, an agent over MCP, a person over VNC, the recorder -----------------------------------
+@pytest.mark.x11
+def test_an_agent_asks_a_person_fixes_and_hands_back_and_the_episode_keeps_the_correction(x11, tmp_path):
+    """The agent types a typo into mousepad and asks for help; its input is refused while it waits; a person over
+    native VNC takes the desktop by typing (fixes the line, saves) and hands back with a note; the agent's wait
+    ends then, and its result carries the note, the person's actions and a fresh screen. The recorded episode has
+    the agent's attempt, the person's correction and the agent's rest, exports them apart and as a preference
+    pair, and replays to the same file."""
+    from conftest import need_programs
+    from helpers import McpClient, ServerProcess, hci_envs_command, text_of
+    from rfb_client import RfbClient
+
+    from hci_envs.plugins import load_env_class
+    from hci_envs.recorders import load_episode, replay_episode
+    from hci_envs.recorders.segments import preference_pairs, step_segments
+    from hci_envs.tasks import BUILTIN, load_tasks
+
+    need_programs("x11vnc", "mousepad")
+    episodes = tmp_path / "episodes"
+    with ServerProcess("--env", "assisted-desktop", "--vnc-port", "0", "--no-spare", "--episodes-dir", str(episodes),
+                       "--human-answer-within", "120") as server, server.http() as http:
+        assert http.post("/reset", json={"task": "edit-append"}).status_code == 200
+        state = http.get("/state").json()
+        assert state["human"] == {"status": "none"}
+        assert http.post("/recording", json={"command": "start", "source": "both", "task": "edit-append"}
+                         ).status_code == 200
+        with McpClient(f"{server.base_url}/mcp") as mcp:
+            mcp.ok("key", {"keys": "ctrl+End"})
+            mcp.ok("type_text", {"text": "dune"})
+            asked = mcp.ok("ask_human", {"reason": "I typed dune; the last line should say done. Fix it and save?"})
+            assert "asked for a person" in text_of(asked)
+            refused = mcp.call("type_text", {"text": "queued?"})
+            assert refused.is_error and "you asked for a person" in text_of(refused)
+            human = http.get("/human").json()
+            assert human["status"] == "requested" and "type_text('dune')" in [a["action"] for a in human["recent_actions"]]
+
+            waited: dict = {}
+
+            def agent_waits() -> None:
+                start = time.monotonic()
+                waited["result"] = mcp.call("wait", {"ms": 60000})
+                waited["seconds"] = time.monotonic() - start
+
+            waiter = threading.Thread(target=agent_waits)
+            waiter.start()
+            person = RfbClient.tcp(state["vnc_native_port"], state["vnc_secrets"]["control"])
+            try:  # the first input takes the desktop
+                for _ in range(4):
+                    person.tap(0xFF08)  # BackSpace
+                for char in "done":
+                    person.tap(ord(char))
+                person.key(0xFFE3, True)
+                person.tap(ord("s"))
+                person.key(0xFFE3, False)
+                deadline = time.monotonic() + 20
+                while http.get("/human").json().get("person") is None and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                held = http.get("/human").json()
+                assert held["status"] == "held" and held["person"].startswith("viewer "), held
+                time.sleep(1.0)
+                back = http.post("/human", json={"command": "hand_back", "note": "fixed the typo and saved"})
+                assert back.status_code == 200, back.text
+            finally:
+                person.close()
+            waiter.join(timeout=60)
+            result = waited["result"]
+            text = text_of(result)
+            assert waited["seconds"] < 50 and "the desktop is yours again" in text, text
+            assert "with a note: 'fixed the typo and saved'" in text and "type_text('done')" in text, text
+            assert "key('ctrl+s')" in text and any(c.type == "image" for c in result.content), text
+            assert http.post("/human", json={"command": "hand_back"}).status_code == 409  # nothing held now
+
+            # a second request, two people race to take it: one wins, the other is told who has it
+            mcp.ok("ask_human", {"reason": "just checking"})
+            with ThreadPoolExecutor(2) as pool:
+                answers = list(pool.map(lambda who: http.post("/human", json={"command": "accept", "person": who}),
+                                        ("ana", "bo")))
+            assert sorted(a.status_code for a in answers) == [200, 409], [a.text for a in answers]
+            loser = next(a for a in answers if a.status_code == 409).json()
+            winner = next(a for a in answers if a.status_code == 200).json()["person"]
+            assert loser["error"]["code"] == "HANDOVER" and f"{winner} has already taken" in loser["error"]["message"]
+            http.post("/human", json={"command": "hand_back", "note": "nothing to do"}).raise_for_status()
+            after = mcp.ok("cursor_position", {})
+            assert "handed the desktop back with a note: 'nothing to do'" in text_of(after)
+            assert "(0 actions)" in text_of(after)
+            mcp.ok("key", {"keys": "ctrl+s"})  # the agent finishes
+        scored = http.post("/score", json={}).json()
+        assert scored["score"] == 1.0, scored
+        stopped = http.post("/recording", json={"command": "stop"}).json()
+
+    episode = load_episode(stopped["path"])
+    segments = step_segments(episode)
+    sources = [s["source"] for s in episode.actions]
+    assert [h["outcome"] for h in episode.meta["handovers"]] == ["handed_back", "handed_back"]
+    assert episode.meta["handovers"][0]["note"] == "fixed the typo and saved"
+    # the agent's attempt, the person's correction, the agent's rest: in that order, each by its actor
+    runs = [seg for n, seg in enumerate(segments) if n == 0 or seg != segments[n - 1]]
+    assert runs == ["attempt", "correction", "agent"], list(zip(segments, sources))
+    assert all((seg == "correction") == (src == "human") for seg, src in zip(segments, sources))
+    (pair,) = preference_pairs(episode)
+    assert pair["rejected"] == {"type": "type_text", "text": "dune"} and pair["chosen"]["type"] == "key"
+    # the exports select the segments, and write the pair, as datasets read them back
+    import datasets
+
+    for args, rows in ((["--segments", "correction"], segments.count("correction")),
+                       (["--segments", "attempt,correction", "--format", "sft", "--images", "none"], 1),
+                       (["--format", "pairs"], 1)):
+        out = tmp_path / f"{args[-1]}.parquet"
+        made = subprocess.run([*hci_envs_command(), "export", stopped["path"], "--out", str(out), *args],
+                              capture_output=True, text=True, timeout=300)
+        assert made.returncode == 0, made.stdout + made.stderr
+        assert len(datasets.Dataset.from_parquet(str(out))) == rows, args
+    steps = datasets.Dataset.from_parquet(str(tmp_path / "correction.parquet"))
+    assert set(steps["segment"]) == {"correction"} and set(steps["source"]) == {"human"}
+    pairs = datasets.Dataset.from_parquet(str(tmp_path / "pairs.parquet"))
+    assert json.loads(pairs[0]["rejected"])["text"] == "dune" and "fixed the typo" in pairs[0]["prompt"]
+    refused = subprocess.run([*hci_envs_command(), "export", stopped["path"], "--out", str(tmp_path / "x.parquet"),
+                              "--segments", "typo"], capture_output=True, text=True, timeout=300)
+    assert refused.returncode != 0 and "segments are agent, attempt, correction, human" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+    # it replays to the same file, in the task's world
+    spec = next(t for t in load_tasks(BUILTIN) if t.id == "edit-append")
+    with load_env_class(episode.meta["env"])() as env:
+        env.reset(task=spec)
+        report = replay_episode(episode, env=env, reset=False, compare=False)
+        assert report.summary()["errors"] == 0, report.to_dict()
+        assert env.score().value == 1.0
