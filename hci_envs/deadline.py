@@ -13,13 +13,13 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from .errors import ActionError, ActionTimeoutError
 
 _local = threading.local()
-#: Seconds between two looks at a sleep's ``until`` event (set from another thread, with no way to wait on two
-#: events at once).
+#: Seconds between two looks at a sleep's ``until`` (a hand-over's end, or its deadline, which is found only when
+#: someone asks).
 UNTIL_LOOK = 0.05
 
 
@@ -49,16 +49,16 @@ def check(what: str) -> None:
 
 
 def sleep(seconds: float, what: str, interrupt: threading.Event | None = None,
-          until: threading.Event | None = None) -> bool:
+          until: Callable[[], bool] | None = None) -> bool:
     """Sleep, but not past the deadline (then raise ActionTimeoutError), and not past ``interrupt`` being set
-    (a reset of the episode: then raise ActionError). With ``until``, return early (True) once it is set: an
-    agent's wait during a hand-over ends when the person hands the desktop back."""
+    (a reset of the episode: then raise ActionError). With ``until``, return early (True) once it answers True,
+    looked at every UNTIL_LOOK seconds: an agent's wait during a hand-over ends when the desktop is its again."""
     left = remaining()
     cut = left is not None and left < seconds
     duration = max(0.0, left) if cut and left is not None else seconds
     if until is not None:
         end = time.monotonic() + duration
-        while not until.is_set():
+        while not until():
             step = min(end - time.monotonic(), UNTIL_LOOK)
             if step <= 0:
                 break

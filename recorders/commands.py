@@ -197,17 +197,17 @@ def _export(args: argparse.Namespace) -> int:
 
         tools = tuple(t.strip() for t in args.tools.split(",") if t.strip()) if args.tools else None
         dataset = sft_dataset(find_episodes(args.episodes), images=args.images, instruction=args.instruction,
-                              tasks=args.tasks, tools=tools, on_error=failures, segments=segments)
+                              tasks=args.tasks, tools=tools, on_error=failures, segments=segments, on_note=_note)
         dataset.to_parquet(args.out)
         print(f"wrote {len(dataset)} conversations to {args.out}")
         return failures.status()
     if args.format == "pairs":
         from .export import export_pairs
 
-        dataset = export_pairs(args.episodes, args.out, on_error=failures)
+        dataset = export_pairs(args.episodes, args.out, on_error=failures, on_note=_note)
         print(f"wrote {len(dataset)} preference pairs to {args.out}")
         return failures.status()
-    dataset = export_episodes(args.episodes, args.out, on_error=failures, segments=segments)
+    dataset = export_episodes(args.episodes, args.out, on_error=failures, segments=segments, on_note=_note)
     print(f"wrote {len(dataset)} steps to {args.out}")
     return failures.status()
 

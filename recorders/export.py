@@ -2,11 +2,12 @@
 
 Columns: ``episode`` (folder name), ``step``, ``source``, ``action_type``, ``action`` (JSON), ``t_start``,
 ``t_end``, ``pre_move`` (JSON), ``raw`` (JSON: the raw messages of the step), ``frame_before`` and
-``frame_after`` (images), ``frame_shared_with`` and ``result`` (see store.py), ``segment`` (agent, attempt, correction or human: see
-segments.py), ``meta`` (JSON, the episode's meta.json) and ``episode_raw`` (the whole raw/input.jsonl on each
+``frame_after`` (images), ``frame_shared_with`` and ``result`` (see store.py), ``segment`` (agent, attempt,
+correction or human: see segments.py), ``meta`` (JSON, the episode's meta.json) and ``episode_raw`` (the whole raw/input.jsonl on each
 episode's first row, so that messages that belong to no action survive the round trip).
 
-``segments`` keeps only the steps of those segments (the people's corrections, the agent's attempts before
+Episodes waiting for their demonstrator's review (review.py) are left out, and said so. ``segments`` keeps
+only the steps of those segments (the people's corrections, the agent's attempts before
 them): a dataset to train on, whose import gives episodes of those steps only. :func:`export_pairs` writes the
 preference pairs of the hand-overs instead.
 
@@ -102,7 +103,7 @@ def _fail(on_error: OnError | None, episode: str, exc: Exception) -> None:
 
 
 def export_episodes(paths: list[str | Path], out: str | Path, *, on_error: OnError | None = None,
-                    segments: tuple[str, ...] | None = None) -> Any:
+                    segments: tuple[str, ...] | None = None, on_note: Callable[[str], None] | None = None) -> Any:
     """Write the episodes to ``out`` (a .parquet file) and return the ``datasets.Dataset``; with ``segments``,
     only their steps.
 
@@ -110,7 +111,7 @@ def export_episodes(paths: list[str | Path], out: str | Path, *, on_error: OnErr
     raises :class:`EpisodeFormatError`, with it the bad ones are reported there and left out."""
     datasets = _datasets()
     segments = check_segments(segments)
-    episodes = _checked(paths, on_error)
+    episodes = _checked(paths, on_error, on_note)
     dataset = datasets.Dataset.from_generator(_rows, gen_kwargs={"paths": episodes, "segments": segments},
                                               features=_features(datasets))
     if not len(dataset):
@@ -118,9 +119,21 @@ def export_episodes(paths: list[str | Path], out: str | Path, *, on_error: OnErr
     return _write(dataset, out)
 
 
-def _checked(paths: list[str | Path], on_error: OnError | None) -> list[Path]:
+def reviewed_episodes(paths: list[str | Path], on_note: Callable[[str], None] | None = None) -> list[Path]:
+    """The episodes among ``paths`` that a dataset may hold: those waiting for their demonstrator's review
+    (review.py) are left out, and ``on_note`` (default: the log) is told which."""
+    from .review import split_reviewed
+
+    chosen, pending = split_reviewed(find_episodes(paths))
+    if pending:
+        (on_note or log.warning)(f"left out {len(pending)} episode(s) not yet submitted by their demonstrator: "
+                                 f"{', '.join(p.name for p in pending)}")
+    return chosen
+
+
+def _checked(paths: list[str | Path], on_error: OnError | None, on_note: Callable[[str], None] | None) -> list[Path]:
     episodes = []
-    for path in find_episodes(paths):
+    for path in reviewed_episodes(paths, on_note):
         try:
             load_episode(path)
         except EpisodeFormatError as exc:
@@ -139,13 +152,14 @@ def _write(dataset: Any, out: str | Path) -> Any:
     return dataset
 
 
-def export_pairs(paths: list[str | Path], out: str | Path, *, on_error: OnError | None = None) -> Any:
+def export_pairs(paths: list[str | Path], out: str | Path, *, on_error: OnError | None = None,
+                 on_note: Callable[[str], None] | None = None) -> Any:
     """The hand-overs' preference pairs (segments.preference_pairs) to ``out``, one row each: ``prompt`` (the
     reason the agent asked, with the person's note), ``chosen`` and ``rejected`` (actions as JSON), and the
     screens each was taken on, as TRL's preference trainers read them."""
     datasets = _datasets()
     rows = []
-    for path in _checked(paths, on_error):
+    for path in _checked(paths, on_error, on_note):
         episode = load_episode(path)
         for pair in preference_pairs(episode):
             rows.append({

@@ -61,6 +61,7 @@ class Recorder:
         video_fps: float = 0.0,
         video_codec: str | None = None,
         accessibility: bool = False,
+        review: bool = False,
     ) -> None:
         if source in ("human", "both") and vnc is None:
             raise ConfigError("recording human input needs the session's VNC side", field="source")
@@ -77,6 +78,9 @@ class Recorder:
         self.task = task
         #: Whether each frame gets the accessibility tree read right after it (a11y/NNNNNN.json).
         self.accessibility = accessibility
+        #: Whether the episode waits for its demonstrator's review (trim, verdict, submit: review.py) before a
+        #: dataset may hold it.
+        self.review = review
         self._trees_due: list[str] = []  # frames whose tree is still to be read (outside the lock: it can be slow)
         self._check: dict[str, Any] | None = None
         recover_episodes(Path(root))  # episodes a killed server left open are finished before a new one starts
@@ -138,6 +142,7 @@ class Recorder:
             # input no canonical action can represent: its messages are in raw/input.jsonl
             "unreduced": [u.to_dict() for u in self._unreduced],
             "handovers": self._handovers,
+            **({"review": {"state": "pending"}} if self.review else {}),
             # the settled screen when the recording stopped: the end state, and the last action's after-frame
             "final_frame": self._frames[-1][0] if self.state == "stopped" and self._frames else None,
             **({"video": {"continuous": self._continuous_info}} if self._continuous_info else {}),

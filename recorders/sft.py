@@ -26,13 +26,13 @@ task file or folder; the built-in suite by default), else the episode's task tex
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 from hci_envs.errors import ConfigError, EpisodeFormatError, HciEnvsError, require
 
-from .export import OnError, _fail
+from .export import OnError, _fail, reviewed_episodes
 from .segments import check_segments, select_steps
 from .store import Episode, load_episode
 
@@ -131,7 +131,8 @@ def features(datasets: Any, images: Images) -> Any:
 
 def sft_dataset(paths: list[Path], *, images: Images = "all", instruction: str | None = None,
                 tasks: str | Path | None = None, tools: tuple[str, ...] | None = None,
-                on_error: OnError | None = None, segments: tuple[str, ...] | None = None) -> Any:
+                on_error: OnError | None = None, segments: tuple[str, ...] | None = None,
+                on_note: Callable[[str], None] | None = None) -> Any:
     """The episodes as a ``datasets.Dataset`` (see the module's docstring). A bad episode raises, or with
     ``on_error`` is reported there and left out."""
     datasets = require("datasets", "export", "exporting episodes")
@@ -140,6 +141,7 @@ def sft_dataset(paths: list[Path], *, images: Images = "all", instruction: str |
     if images not in ("all", "none"):
         raise ConfigError(f"images must be 'all' or 'none', not {images!r}", field="images")
     segments = check_segments(segments)
+    paths = reviewed_episodes(paths, on_note)  # what a demonstrator has not submitted stays out
     rows = list(sft_rows(paths, images=images, instruction=instruction, tasks=tasks, tools=tools, on_error=on_error,
                          segments=segments))
     if not rows:

@@ -323,6 +323,7 @@ def summarize_episode(path: Path) -> dict[str, Any] | None:
         "frames": counts.get("frames"),
         "screen": meta.get("screen"),
         "video": {"file": video.name, "type": VIDEO_TYPES[video.suffix.lower()]} if video else None,
+        "review": meta.get("review"),
     }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,9 @@ from typing import Any
 import httpx
 import pytest
 from conftest import need, need_programs
-from helpers import McpClient, PrefixProxy, ServerProcess, text_of
+from helpers import McpClient, PrefixProxy, ServerProcess, hci_envs_command, text_of
+
+from hci_envs.recorders import load_episode
 
 pytestmark = pytest.mark.browser
 
@@ -258,6 +261,78 @@ def test_discard_stops_and_deletes_after_a_confirmation(collect_server, desk: De
     desk.entry(kept).locator(".delete").click()
     desk.expect(desk.entry(kept)).to_have_count(0)
     assert not (episodes / kept).exists()
+
+
+# -- review before submit ------------------------------------------------------------------------------------------
+def test_a_demonstrator_trims_judges_and_submits_and_only_then_a_dataset_takes_it(collect_server, desk: Desk,
+                                                                                  tmp_path):
+    """A stray click before and after the work: the demonstrator keeps steps 2 to 4, says it succeeded, comments
+    and submits. The steps left out, their raw input and their frames are gone from the folder; the video is
+    made again; an export left the episode out before and takes its three steps after; it replays to the task's
+    end and its check passes."""
+    server, episodes = collect_server
+    desk.start_task(TASK)
+    desk.recording("record", "recording")
+    name = desk.episode()
+    desk.click_desktop(*TEXT_AREA)  # stray
+    time.sleep(0.8)  # not a double click
+    desk.click_desktop(*TEXT_AREA)
+    desk.type("done")
+    desk.press("Control+s")
+    time.sleep(0.8)
+    desk.click_desktop(*TEXT_AREA)  # stray
+    desk.wait_actions(5)
+    desk.recording("stop", "stopped")
+    entry = desk.entry(name)
+    review = entry.locator(".review")
+    desk.expect(review).to_have_attribute("data-state", "pending", timeout=20000)
+    desk.expect(review.locator(".review-state")).to_contain_text("Not submitted: no dataset takes it yet.")
+    desk.expect(review.locator(".review-steps li")).to_have_count(5)
+    before = meta(episodes, name)
+    raw_before = (episodes / name / "raw" / "input.jsonl").read_text().splitlines()
+
+    def export(folder: Path, out: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*hci_envs_command(), "export", str(folder), "--out", str(out)], capture_output=True,
+                              text=True, timeout=300)
+
+    refused = export(episodes / name, tmp_path / "before.parquet")
+    assert refused.returncode != 0 and "not yet submitted by their demonstrator" in refused.stderr, refused.stderr
+
+    desk.expect(review.locator(".submit")).to_be_disabled()  # not before a verdict
+    review.locator("input.first").fill("2")
+    review.locator("input.last").fill("4")
+    review.locator(".verdict-yes").check()
+    review.locator(".comment").fill("clean run")
+    desk.page.once("dialog", lambda dialog: dialog.accept())  # "the other 2 are deleted"
+    review.locator(".submit").click()
+    review = desk.entry(name).locator(".review")
+    desk.expect(review).to_have_attribute("data-state", "submitted", timeout=60000)
+    desk.expect(review).to_contain_text("Submitted: it succeeded (“clean run”); steps 2 to 4 of 5 kept.")
+
+    episode = load_episode(episodes / name)
+    assert [a["action"]["type"] for a in episode.actions] == ["click", "type_text", "key"]
+    assert [a["index"] for a in episode.actions] == [0, 1, 2]
+    review_meta = episode.meta["review"]
+    assert review_meta["state"] == "submitted" and review_meta["success"] is True
+    assert review_meta["comment"] == "clean run" and review_meta["kept_steps"] == [1, 3]
+    raw_after = (episodes / name / "raw" / "input.jsonl").read_text().splitlines()
+    first_kept, last_kept = episode.actions[0]["raw"][0], episode.actions[-1]["raw"][1]
+    assert len(raw_after) < len(raw_before)
+    assert all(first_kept <= json.loads(line)["i"] <= last_kept for line in raw_after)  # nothing of the strays
+    used = {a[k] for a in episode.actions for k in ("frame_before", "frame_after")}
+    assert {f.name for f in (episodes / name / "frames").glob("*.png")} == used  # no frame of a deleted step
+    assert episode.meta["video"]["file"] and episode.meta["video"] != before["video"]  # made again, of 3 steps
+    assert (episodes / name / episode.meta["video"]["file"]).stat().st_size > 0
+
+    taken = export(episodes / name, tmp_path / "after.parquet")
+    assert taken.returncode == 0 and "wrote 3 steps" in taken.stdout, taken.stdout + taken.stderr
+    again = httpx.post(desk.page.url + f"api/episodes/{name}/submit", json={"first": 0, "last": 0, "success": False},
+                       headers={"Origin": desk.page.url.split("/collect/")[0]})
+    assert again.status_code == 409 and "not waiting for review (submitted)" in again.json()["error"]["message"]
+
+    entry = desk.entry(name)
+    entry.locator(".replay").click()
+    desk.expect(entry.locator(".report .check")).to_have_text(f"Task {TASK}: done (score 1).", timeout=60000)
 
 
 # -- video -------------------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ def test_a_request_is_taken_by_one_person_and_handed_back_with_a_note_told_once(
     handover.observers.append(lambda event, record: heard.append((event, record.outcome)))
     assert handover.status() == {"status": "none"} and handover.agent_blocked() is None
     handover.request("the save dialog wants a folder I cannot see", [{"action": "click(1, 2)"}])
-    assert "you asked for a person" in handover.agent_blocked() and not handover.over.is_set()
+    assert "you asked for a person" in handover.agent_blocked() and not handover.agent_may_act()
     with pytest.raises(HandoverError, match="already asked"):
         handover.request("again")
     with pytest.raises(HandoverError, match="nothing to hand back"):
@@ -50,7 +50,7 @@ def test_a_request_is_taken_by_one_person_and_handed_back_with_a_note_told_once(
     assert handover.take_report() is None  # nothing to tell while it runs
     handover.hand_back("saved it in ~/Documents", [{"type": "click", "x": 5, "y": 6},
                                                     {"type": "type_text", "text": "report"}], person="ana")
-    assert handover.agent_blocked() is None and handover.over.is_set()
+    assert handover.agent_blocked() is None and handover.agent_may_act()
     report = handover.take_report()
     assert "ana handed the desktop back" in report and "saved it in ~/Documents" in report
     assert "click(5, 6)" in report and "type_text('report')" in report and "(2 actions)" in report
@@ -93,6 +93,58 @@ def test_bad_requests_are_typed_errors():
         handover.request("x" * 2001)
     with pytest.raises(ConfigError, match="answer_within must be a positive"):
         Handover(answer_within=0)
+
+
+@pytest.mark.fake
+def test_a_deadline_found_by_a_refused_call_is_still_told():
+    """An accept or a hand back that finds the deadline passed is refused, and the observers (the VNC side, the
+    recorder) still hear that the hand-over ended: nothing stays granted to people."""
+    clock = Clock()
+    handover = Handover(answer_within=60, hold_for=600, clock=clock)
+    heard = []
+    handover.observers.append(lambda event, record: heard.append(event))
+    handover.request("stuck")
+    handover.accept("ana")
+    clock.now += 601
+    with pytest.raises(HandoverError, match="nothing to hand back"):
+        handover.hand_back("late")
+    assert heard == ["requested", "accepted", "hold_time_over"]
+    handover.request("again")
+    clock.now += 61
+    with pytest.raises(HandoverError, match="nothing to accept"):
+        handover.accept("late")
+    assert heard[-2:] == ["requested", "unanswered"]
+
+
+@pytest.mark.fake
+def test_observers_hear_each_hand_over_in_order_when_calls_race():
+    handover = Handover()
+    heard: dict[int, list[str]] = {}
+    records = []  # kept alive: an id is a record's only while it lives
+
+    def hear(event: str, record: object) -> None:
+        records.append(record)
+        heard.setdefault(id(record), []).append(event)
+
+    handover.observers.append(hear)
+    for _ in range(200):
+        handover.request("race")
+        accepted = threading.Event()
+
+        def take() -> None:
+            handover.accept("ana")
+            accepted.set()
+
+        def give_back() -> None:
+            accepted.wait(5)
+            handover.hand_back("done")
+
+        threads = [threading.Thread(target=take), threading.Thread(target=give_back)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert len(heard) == 200 and all(events == ["requested", "accepted", "handed_back"] for events in heard.values())
 
 
 def _env(people: str | None = "the test"):
@@ -144,6 +196,58 @@ def test_the_agent_is_paused_while_a_person_works_and_told_what_they_did():
 
 
 @pytest.mark.fake
+def test_a_wait_ends_when_nobody_answered_in_time():
+    from hci_envs.traits import AssistedDesktopEnv
+
+    with AssistedDesktopEnv(desktop="fake", start_state={"width": 320, "height": 240, "apps": [{"command": ["app"]}]},
+                            hooks=EnvironmentHooks(people="nobody"), human_answer_within=0.5) as env:
+        env.reset()
+        env.call_tool("ask_human", {"reason": "anyone?"})
+        start = time.monotonic()
+        waited = env.call_tool("wait", {"ms": 10000})
+        assert time.monotonic() - start < 5, waited.text
+        assert "Nobody answered your request ('anyone?') in time" in waited.text
+        env.call_tool("click", {"x": 1, "y": 1})  # the agent's again
+
+
+@pytest.mark.fake
+def test_while_paused_nothing_that_could_drive_the_desktop_runs():
+    """A shell, an interpreter, CodeAct: each could move the pointer (xdotool), so each is refused while a person
+    was asked; looks go on. After the hand back, a CodeAct call carries the report (not the tool its code called)."""
+    from hci_envs.traits import AsksForHelp, WorkstationEnv
+
+    class AssistedWorkstation(AsksForHelp, WorkstationEnv):
+        pass
+
+    with AssistedWorkstation(desktop="fake", start_state={"width": 320, "height": 240, "apps": [{"command": ["app"]}]},
+                             hooks=EnvironmentHooks(people="the test")) as env:
+        env.reset()
+        env.call_tool("ask_human", {"reason": "help"})
+        for name, arguments in (("bash", {"command": "xdotool mousemove 3 3"}), ("python", {"code": "print(1)"}),
+                                ("execute_code", {"code": "print(1)"})):
+            with pytest.raises(HumanControlError, match="you asked for a person"):
+                env.call_tool(name, arguments)
+        assert env.call_tool("screen_size", {}).data["width"] == 320
+        env.handover.accept("ana")
+        env.handover.hand_back("all yours")
+        out = env.call_tool("execute_code", {"code": "print(screen_size())"})
+        assert "ana handed the desktop back with a note: 'all yours'" in out.text, out.text
+        assert "[human]" not in env.call_tool("screen_size", {}).text  # told once
+
+
+@pytest.mark.fake
+def test_a_reset_forgets_the_agents_last_actions():
+    with _env() as env:
+        env.reset()
+        env.call_tool("type_text", {"text": "the old episode's secret"})
+        env.call_tool("wait", {"ms": 1})
+        env.reset()
+        env.call_tool("click", {"x": 2, "y": 2})
+        env.call_tool("ask_human", {"reason": "help"})
+        assert [a["action"] for a in env.state.human["recent_actions"]] == ["click(2, 2)"]
+
+
+@pytest.mark.fake
 def test_a_reset_ends_a_hand_over_without_a_report():
     with _env() as env:
         env.reset()
@@ -187,7 +291,8 @@ def test_an_agent_asks_a_person_fixes_and_hands_back_and_the_episode_keeps_the_c
             refused = mcp.call("type_text", {"text": "queued?"})
             assert refused.is_error and "you asked for a person" in text_of(refused)
             human = http.get("/human").json()
-            assert human["status"] == "requested" and "type_text('dune')" in [a["action"] for a in human["recent_actions"]]
+            assert human["status"] == "requested"
+            assert "type_text('dune')" in [a["action"] for a in human["recent_actions"]]
 
             waited: dict = {}
 
@@ -215,6 +320,14 @@ def test_an_agent_asks_a_person_fixes_and_hands_back_and_the_episode_keeps_the_c
                 time.sleep(1.0)
                 back = http.post("/human", json={"command": "hand_back", "note": "fixed the typo and saved"})
                 assert back.status_code == 200, back.text
+                waiter.join(timeout=60)
+                # the person's viewer is still connected and their pointer passes over the view: the desktop is
+                # the agent's at once, not after the takeover timeout
+                person.pointer(300, 300)
+                person.pointer(320, 310)
+                time.sleep(0.3)
+                assert not mcp.call("mouse_move", {"x": 5, "y": 5}).is_error
+                assert http.get("/control").json()["holder"] == "agent"
             finally:
                 person.close()
             waiter.join(timeout=60)
@@ -250,7 +363,11 @@ def test_an_agent_asks_a_person_fixes_and_hands_back_and_the_episode_keeps_the_c
     assert episode.meta["handovers"][0]["note"] == "fixed the typo and saved"
     # the agent's attempt, the person's correction, the agent's rest: in that order, each by its actor
     runs = [seg for n, seg in enumerate(segments) if n == 0 or seg != segments[n - 1]]
-    assert runs == ["attempt", "correction", "agent"], list(zip(segments, sources))
+    # then the agent's wait for the person (written when it ended), the mouse move after the hand back (the
+    # attempt before the second request, in which nobody acted) and the agent's last key
+    assert runs == ["attempt", "correction", "agent", "attempt", "agent"], (runs, list(zip(segments, sources)))
+    assert [a["action"]["type"] for a in episode.actions if a["source"] == "agent"][-3:] == ["wait", "mouse_move",
+                                                                                             "key"]
     assert all((seg == "correction") == (src == "human") for seg, src in zip(segments, sources))
     (pair,) = preference_pairs(episode)
     assert pair["rejected"] == {"type": "type_text", "text": "dune"} and pair["chosen"]["type"] == "key"

@@ -67,7 +67,9 @@ def run_harness(tmp: Path, *, solutions: bool | dict, **spec: object) -> dict:
     env = {**os.environ, "HCI_ENVS_PYTHON": sys.executable}  # the server runs on this installation
     out = subprocess.run([osworld_python(), str(RUNNER), str(tmp / "spec.json")], capture_output=True, text=True,
                          timeout=1800, cwd=tmp, env=env)
-    assert out.returncode == 0, f"the harness failed:\n{out.stdout[-3000:]}\n{out.stderr[-6000:]}"
+    last = (out.stderr.strip().splitlines() or ["no stderr"])[-1]  # the first line is what a summary shows
+    assert out.returncode == 0, f"the harness failed (exit {out.returncode}): {last}\n{out.stdout[-3000:]}\n" \
+                                f"{out.stderr[-6000:]}"
     result = json.loads(out.stdout.strip().splitlines()[-1])
     for t in result["tasks"]:  # shown with -s, or when a test fails: where a pass spends its time
         print(f"{tmp.name:10} {t['id']:32} score {t['score']:3} (untouched {t['untouched_score']}) reset "

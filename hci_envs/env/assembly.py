@@ -87,7 +87,7 @@ class EnvironmentParts:
     limits: Limits = field(default_factory=Limits.default)
     #: What each episode's agent side may connect to (hci_envs.sandbox.network).
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
-    #: The agent's hand-over to a person (``ask_human``); its end wakes the executor's waits.
+    #: The agent's hand-over to a person (``ask_human``); its end ends the executor's waits.
     handover: Handover = field(default_factory=Handover)
 
 
@@ -147,7 +147,7 @@ def assemble(
 
     return EnvironmentParts(
         make_desktop=make_desktop,
-        executor=Executor(None, paste_keys=paste_keys, input_blocked=input_blocked, resumed=handover.over),
+        executor=Executor(None, paste_keys=paste_keys, input_blocked=input_blocked, resumed=handover.agent_may_act),
         new_desktop_parts=lambda: DesktopParts.new(status, max_snapshot_bytes, enforced.disk),
         episode=EpisodeTracker(),
         code=CodeRunner(call_tool=env.call_tool, tools=env.code_tools,

@@ -29,6 +29,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from .. import deadline
 from ..actions.models import ActionBase
 from .handover import RECENT_ACTIONS, describe_action
+
+#: Tools that may run while a hand-over pauses the agent, besides the read-only ones: waiting for the person,
+#: and asking (which answers that a person was already asked).
+PAUSED_TOOLS = frozenset({"wait", "ask_human"})
 from ..tools.codeact import BASE_TOOLS, CODE_TOOL, EnvironmentTools
 from .assembly import DesktopFactory, EnvironmentHooks, EnvironmentParts, assemble
 from ..errors import (
@@ -39,6 +43,7 @@ from ..errors import (
     EnvironmentStateError,
     HandoverError,
     HciEnvsError,
+    HumanControlError,
     InvalidActionError,
     ModeError,
     UnknownToolError,
@@ -131,6 +136,7 @@ class Environment(EnvironmentTools):
         self.handover = parts.handover
         self._recent: collections.deque[dict[str, Any]] = collections.deque(maxlen=RECENT_ACTIONS)
         self.executor.observers.append(self._note_action)
+        self._tool_depth = 0  # tool calls in progress on this environment's lock: CodeAct's are nested
         # What the current episode runs on: its desktop (None until the first reset), home and agent account.
         self.desktop: VirtualDesktop | None = None
         current = self.new_desktop_parts()
@@ -243,15 +249,28 @@ class Environment(EnvironmentTools):
                 self.episode.truncate(failure)
                 raise DesktopDiedError(f"the episode was truncated ({failure}); call reset()")
             deadline.check(spec.name)
+            if not spec.read_only and spec.name not in PAUSED_TOOLS:
+                self._refuse_while_paused()
             arguments = _bounded_timeout(spec, arguments)
+            self._tool_depth += 1
             try:
                 output = spec.call(self, arguments)
             except DesktopDiedError as exc:
                 self.episode.truncate(str(exc))
                 raise
-            return self._with_notices(output)
+            finally:
+                self._tool_depth -= 1
+            # the hand-over's news goes with the outermost result: a CodeAct call's, not a tool its code called
+            return self._with_notices(output, news=self._tool_depth == 0)
 
-    def _with_notices(self, output: Any) -> Any:
+    def _refuse_while_paused(self) -> None:
+        """While a hand-over pauses the agent, whatever could act on the desktop is refused, not only the input
+        tools: a shell or an interpreter could drive it too (xdotool)."""
+        blocked = self.handover.agent_blocked()
+        if blocked:
+            raise HumanControlError(blocked)
+
+    def _with_notices(self, output: Any, news: bool = True) -> Any:
         """``output`` with what the kernel did for the session's limits since the last result, if anything (a
         process it stopped for memory, forks it refused: the agent learns why its program died), and with the
         hand-over's news: a person's report once they handed back (and a fresh screen), or that one holds it."""
@@ -262,9 +281,9 @@ class Environment(EnvironmentTools):
             output.text = _with_limit(output.text, enforced)
             if isinstance(output.data, dict):
                 output.data = {**output.data, "limit": enforced}
-        news, report = self._handover_news()
-        if news:
-            output.text = f"{news}\n{output.text}" if output.text else news
+        told, report = self._handover_news() if news else (None, False)
+        if told:
+            output.text = f"{told}\n{output.text}" if output.text else told
             if isinstance(output.data, dict) or output.data is None:
                 output.data = {**(output.data or {}), "human": self.handover.status()}
             if report and self.desktop is not None and not output.images:
@@ -282,7 +301,7 @@ class Environment(EnvironmentTools):
 
     def _note_action(self, action: Any, result: Any) -> None:
         """The executor's observer: the agent's last actions, shown to the person it asks for help."""
-        if not action.read_only and not self._performing:
+        if not action.read_only and action.type != "wait" and not self._performing:
             self._recent.append({"action": describe_action(action.model_dump(mode="json", exclude_defaults=True)
                                                            | {"type": action.type}), "text": result.text})
 
@@ -304,6 +323,7 @@ class Environment(EnvironmentTools):
         environment's lock: the code's tool calls run under it too (it is re-entrant)."""
         with self._lock:
             self.episode.require_running()
+            self._refuse_while_paused()
             return self.code.run(code, desktop=self.desktop, home=self.home, timeout=timeout,
                                  max_output=max_output)
 
@@ -348,11 +368,14 @@ class Environment(EnvironmentTools):
         if not e.pristine and e.started and not e.closed:
             self.interrupt_agent()
         self.handover.cancel()  # a new episode: whoever was asked for the old one is not wanted any more
+        self._recent.clear()
         with self._lock:
             if e.closed:
                 raise EnvironmentStateError("the environment is closed")
             if self.mode == "production" and e.started:
                 raise ModeError("reset is disabled in production mode")
+            self.handover.cancel()  # again, under the lock: an ask_human that ran just before it asked the old episode
+            self._recent.clear()
             snapshot = options.pop("snapshot", None)
             new_state = options.pop("start_state", None)
             if options:

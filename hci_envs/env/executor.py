@@ -87,7 +87,7 @@ class Executor:
         settle_quiet: float = SETTLE_QUIET,
         settle_timeout: float = SETTLE_TIMEOUT,
         input_blocked: Callable[[], str | None] = lambda: None,
-        resumed: threading.Event | None = None,
+        resumed: Callable[[], bool] | None = None,
     ) -> None:
         #: The desktop acted on (None until the environment's first reset; see :meth:`use`).
         self.desktop = desktop
@@ -97,7 +97,7 @@ class Executor:
         self.observers: list[Observer] = []
         #: Why input actions are refused right now (a human holds the desktop), or None.
         self.input_blocked = input_blocked
-        #: Clear while the agent waits for a person (a hand-over): a ``wait`` begun then ends once it is set.
+        #: False while a hand-over pauses the agent: a ``wait`` begun then ends once it answers True.
         self.resumed = resumed
         self._lock = threading.RLock()
         #: Set while the episode is being reset: long actions (wait) stop at once.
@@ -439,7 +439,7 @@ class Executor:
 
     def _do_wait(self, a: A.Wait) -> ActionResult:
         start = time.monotonic()
-        until = self.resumed if self.resumed is not None and not self.resumed.is_set() else None
+        until = self.resumed if self.resumed is not None and not self.resumed() else None
         if deadline.sleep(a.ms / 1000, "wait", self.interrupt, until=until):
             waited = round((time.monotonic() - start) * 1000)
             return ActionResult(a.type, f"waited {waited} ms of {a.ms}: the desktop is yours again")

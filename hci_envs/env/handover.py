@@ -18,6 +18,7 @@ reduced) are the server's to plug in (:mod:`hci_envs.server.handover_routes`); o
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import ConfigError, HandoverError
+
+log = logging.getLogger(__name__)
 
 Status = Literal["none", "requested", "held", "handed_back", "unanswered"]
 
@@ -82,12 +85,13 @@ class Handover:
         self.answer_within, self.hold_for = float(answer_within), float(hold_for)
         self._clock = clock
         self._lock = threading.Lock()
+        # Changes are queued under _lock, in the order they happen, and told to observers in that order, one
+        # teller at a time: an accept and a hand back racing must not be heard the other way round.
+        self._told: list[tuple[str, HandoverRecord]] = []
+        self._telling = threading.RLock()
         self._current: HandoverRecord | None = None
         self._status: Status = "none"
         self._report: HandoverRecord | None = None  # ended, not yet told to the agent
-        #: Set while no hand-over runs: an agent's ``wait`` ends when the person hands back.
-        self.over = threading.Event()
-        self.over.set()
         #: Called (outside the lock) with each change: ``(event, record)``, event one of "requested",
         #: "accepted", "handed_back", "hold_time_over", "unanswered", "cancelled".
         self.observers: list[Callable[[str, HandoverRecord], Any]] = []
@@ -98,25 +102,33 @@ class Handover:
         if not reason:
             raise ConfigError("ask_human needs a reason: what the person should do, or why you are stuck",
                               field="reason")
-        events = self._expire()
-        with self._lock:
-            if self._status in ("requested", "held"):
-                raise HandoverError(f"a person was already asked ({self._current.reason!r}); "  # type: ignore[union-attr]
-                                    f"{self._blocked_locked(self._clock())}")
-            now = self._clock()
-            record = HandoverRecord(reason, now, now + self.answer_within,
-                                    list((recent_actions or [])[-RECENT_ACTIONS:]))
-            self._current, self._status, self._report = record, "requested", None
-            self.over.clear()
-        self._tell(events + [("requested", record)])
+        try:
+            with self._lock:
+                self._expire_locked()
+                if self._status in ("requested", "held"):
+                    asked = self._current.reason  # type: ignore[union-attr]
+                    raise HandoverError(f"a person was already asked ({asked!r}); {self._blocked_locked(self._clock())}")
+                now = self._clock()
+                record = HandoverRecord(reason, now, now + self.answer_within,
+                                        list((recent_actions or [])[-RECENT_ACTIONS:]))
+                self._current, self._status, self._report = record, "requested", None
+                self._told.append(("requested", record))
+        finally:
+            self._tell()
         return record
 
     def agent_blocked(self) -> str | None:
         """Why the agent's input is refused right now (a person was asked, or holds the desktop), or None."""
-        events = self._expire()
-        self._tell(events)
-        with self._lock:
-            return self._blocked_locked(self._clock()) if self._status in ("requested", "held") else None
+        try:
+            with self._lock:
+                self._expire_locked()
+                return self._blocked_locked(self._clock()) if self._status in ("requested", "held") else None
+        finally:
+            self._tell()
+
+    def agent_may_act(self) -> bool:
+        """Whether no hand-over pauses the agent now (a deadline that passed ends it here)."""
+        return self.agent_blocked() is None
 
     def _blocked_locked(self, now: float) -> str:
         record = self._current
@@ -125,16 +137,19 @@ class Handover:
             return (f"you asked for a person ({record.reason!r}); your input is refused until one hands the desktop "
                     f"back, or until nobody has answered in {max(0.0, record.answer_by - now):.0f}s more. "
                     "Screenshots still work; `wait` ends early when the desktop comes back.")
+        left = max(0.0, (record.hold_until or now) - now)
         return (f"a person ({record.person}) holds the desktop, as you asked ({record.reason!r}); your input is "
-                f"refused until they hand it back (at most {max(0.0, record.hold_until - now):.0f}s more). "  # type: ignore[operator]
+                f"refused until they hand it back (at most {left:.0f}s more). "
                 "Screenshots still work; `wait` ends early when the desktop comes back.")
 
     def take_report(self) -> str | None:
         """Once, after a hand-over ended: what the agent is told (the note, what the person did)."""
-        events = self._expire()
-        self._tell(events)
-        with self._lock:
-            record, self._report = self._report, None
+        try:
+            with self._lock:
+                self._expire_locked()
+                record, self._report = self._report, None
+        finally:
+            self._tell()
         return report_text(record) if record is not None else None
 
     # -- the person's side -----------------------------------------------------------------------------
@@ -142,17 +157,20 @@ class Handover:
         """A person takes the desktop. One wins; anyone after is told who has it. ``at``: when (on the
         monotonic clock) their first input arrived, if that is how they took it."""
         person = _text(person, "person") or "a person"
-        events = self._expire()
-        with self._lock:
-            record = self._current
-            if self._status == "held" and record is not None:
-                raise HandoverError(f"{record.person} has already taken this hand-over")
-            if self._status != "requested" or record is None:
-                raise HandoverError(f"nothing to accept: the agent has not asked for a person ({self._status})")
-            now = self._clock() if at is None else min(at, self._clock())
-            record.person, record.accepted_at, record.hold_until = person, now, now + self.hold_for
-            self._status = "held"
-        self._tell(events + [("accepted", record)])
+        try:
+            with self._lock:
+                self._expire_locked()
+                record = self._current
+                if self._status == "held" and record is not None:
+                    raise HandoverError(f"{record.person} has already taken this hand-over")
+                if self._status != "requested" or record is None:
+                    raise HandoverError(f"nothing to accept: the agent has not asked for a person ({self._status})")
+                now = self._clock() if at is None else min(at, self._clock())
+                record.person, record.accepted_at, record.hold_until = person, now, now + self.hold_for
+                self._status = "held"
+                self._told.append(("accepted", record))
+        finally:
+            self._tell()
         return record
 
     def hand_back(self, note: str = "", actions: list[dict[str, Any]] | None = None, *,
@@ -160,64 +178,73 @@ class Handover:
         """The person gives the desktop back, with a note for the agent and what they did. With ``person``,
         only the person who holds it may (a viewer other than the one that took it is refused)."""
         note = _text(note, "note")
-        events = self._expire()
-        with self._lock:
-            record = self._current
-            if self._status != "held" or record is None:
-                raise HandoverError(f"nothing to hand back: no person holds the desktop ({self._status})")
-            if person is not None and person != record.person:
-                raise HandoverError(f"{record.person} holds the desktop, not {person}")
-            self._end_locked("handed_back", note, actions or [])
-        self._tell(events + [("handed_back", record)])
+        try:
+            with self._lock:
+                self._expire_locked()
+                record = self._current
+                if self._status != "held" or record is None:
+                    raise HandoverError(f"nothing to hand back: no person holds the desktop ({self._status})")
+                if person is not None and person != record.person:
+                    raise HandoverError(f"{record.person} holds the desktop, not {person}")
+                self._end_locked("handed_back", note, actions or [])
+        finally:
+            self._tell()
         return record
 
     def cancel(self) -> None:
         """The episode ends (a reset, a close): whatever ran ends without a report."""
-        with self._lock:
-            record, running = self._current, self._status in ("requested", "held")
-            if running and record is not None:
-                record.ended_at, record.outcome = self._clock(), "cancelled"
-            self._current, self._status, self._report = None, "none", None
-            self.over.set()
-        if running and record is not None:
-            self._tell([("cancelled", record)])
+        try:
+            with self._lock:
+                record, running = self._current, self._status in ("requested", "held")
+                if running and record is not None:
+                    record.ended_at, record.outcome = self._clock(), "cancelled"
+                    self._told.append(("cancelled", record))
+                self._current, self._status, self._report = None, "none", None
+        finally:
+            self._tell()
 
     @property
     def current(self) -> Status:
         """The status alone (cheap enough for each input message of a person)."""
-        self._tell(self._expire())
-        return self._status
+        try:
+            with self._lock:
+                self._expire_locked()
+                return self._status
+        finally:
+            self._tell()
 
     @property
     def holder(self) -> str | None:
         """The person who holds the desktop now, or None."""
-        self._tell(self._expire())
-        with self._lock:
-            return self._current.person if self._status == "held" and self._current else None
+        try:
+            with self._lock:
+                self._expire_locked()
+                return self._current.person if self._status == "held" and self._current else None
+        finally:
+            self._tell()
 
     def status(self) -> dict[str, Any]:
         """``state().human``: the status, and the current (or last) hand-over."""
-        self._tell(self._expire())
-        with self._lock:
-            out: dict[str, Any] = {"status": self._status}
-            if self._current is not None:
-                out.update(self._current.to_dict(self._clock()))
-            return out
+        try:
+            with self._lock:
+                self._expire_locked()
+                out: dict[str, Any] = {"status": self._status}
+                if self._current is not None:
+                    out.update(self._current.to_dict(self._clock()))
+                return out
+        finally:
+            self._tell()
 
     # -- deadlines, checked whenever anyone asks -------------------------------------------------------
-    def _expire(self) -> list[tuple[str, HandoverRecord]]:
-        with self._lock:
-            record, now = self._current, self._clock()
-            if record is None:
-                return []
-            if self._status == "requested" and now >= record.answer_by:
-                self._end_locked("unanswered", f"nobody answered within {self.answer_within:g}s", [])
-                return [("unanswered", record)]
-            if self._status == "held" and record.hold_until is not None and now >= record.hold_until:
-                self._end_locked("hold_time_over", f"the person's time ({self.hold_for:g}s) ran out before they "
-                                                   "handed the desktop back", [])
-                return [("hold_time_over", record)]
-            return []
+    def _expire_locked(self) -> None:
+        record, now = self._current, self._clock()
+        if record is None:
+            return
+        if self._status == "requested" and now >= record.answer_by:
+            self._end_locked("unanswered", f"nobody answered within {self.answer_within:g}s", [])
+        elif self._status == "held" and record.hold_until is not None and now >= record.hold_until:
+            self._end_locked("hold_time_over", f"the person's time ({self.hold_for:g}s) ran out before they "
+                                               "handed the desktop back", [])
 
     def _end_locked(self, outcome: str, note: str, actions: list[dict[str, Any]]) -> None:
         record = self._current
@@ -225,12 +252,21 @@ class Handover:
         record.ended_at, record.outcome, record.note, record.actions = self._clock(), outcome, note, list(actions)
         self._status = "unanswered" if outcome == "unanswered" else "handed_back"
         self._report = record
-        self.over.set()
+        self._told.append((outcome, record))
 
-    def _tell(self, events: list[tuple[str, HandoverRecord]]) -> None:
-        for event, record in events:
-            for observer in list(self.observers):
-                observer(event, record)
+    def _tell(self) -> None:
+        """Tell the observers what changed, in order (outside the state's lock: they may take their own)."""
+        with self._telling:
+            while True:
+                with self._lock:
+                    if not self._told:
+                        return
+                    event, record = self._told.pop(0)
+                for observer in list(self.observers):
+                    try:
+                        observer(event, record)
+                    except Exception:  # an observer's failure must not undo the hand-over or stop the others
+                        log.exception("a hand-over observer failed on %s", event)
 
 
 def report_text(record: HandoverRecord) -> str:
@@ -242,7 +278,8 @@ def report_text(record: HandoverRecord) -> str:
     head = (f"[human] {record.person} handed the desktop back" if record.outcome == "handed_back"
             else f"[human] The desktop is yours again: {record.note}")
     note = f" with a note: {record.note!r}" if record.outcome == "handed_back" and record.note else ""
-    return f"{head}{note}. What they did ({len(record.actions)} actions): {done}. The screen below is as they left it."
+    return (f"{head}{note}. What they did ({len(record.actions)} actions): {done}. This result's screenshot shows "
+            "the desktop now.")
 
 
 def describe_action(action: dict[str, Any]) -> str:

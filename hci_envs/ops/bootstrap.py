@@ -467,6 +467,9 @@ def run_tests(python: Path, env: dict[str, str], lanes: tuple[tuple[str, ...], .
             print(f"\n--- tier {tier} (ran beside the others): {TEST_LOGS / f'{tier}.log'} ---", flush=True)
             print((TEST_LOGS / f"{tier}.log").read_text(errors="replace"), flush=True)
     print("", flush=True)
+    for tier in failed:  # last, where a reader of the end of the output sees them: each failure in a line
+        for line in _failed_tests(TEST_LOGS / f"{tier}.log"):
+            log(f"  {tier}: {line}")
     for tiers in lanes:
         for tier in tiers:
             status, seconds = results.get(tier, (1, 0.0))
@@ -479,6 +482,15 @@ def run_tests(python: Path, env: dict[str, str], lanes: tuple[tuple[str, ...], .
 def _outcome(status: int) -> str:
     return {0: "passed", 1: "failed", 2: "interrupted", 3: "internal error", 4: "usage error",
             5: "failed: ran no test"}.get(status, f"failed (exit {status})")
+
+
+def _failed_tests(log_path: Path, width: int = 400) -> list[str]:
+    """pytest's short summary of a session's failures (``FAILED test - message``), each cut to ``width``."""
+    try:
+        lines = log_path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    return [line[:width] for line in lines if line.startswith(("FAILED ", "ERROR "))]
 
 
 def _summary(log_path: Path) -> str:

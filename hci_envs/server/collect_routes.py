@@ -27,10 +27,10 @@ from typing import Any, Literal
 import anyio
 from fastapi import APIRouter, Body, Depends, FastAPI, Query
 from fastapi.responses import FileResponse, RedirectResponse, Response
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from .. import plugins
-from ..errors import EnvironmentStateError, EpisodeNotFoundError, HciEnvsError, TaskNotFoundError
+from ..errors import ConfigError, EnvironmentStateError, EpisodeNotFoundError, HciEnvsError, TaskNotFoundError
 from . import recording_routes
 from .collect_guard import episode_path, page_session
 from .core import HciServer
@@ -124,14 +124,20 @@ def page_state(server: HciServer, session: Session, episode: str | None, cursor:
     name = recorder.path.name if recorder is not None and recorder.path.is_dir() else None
     status["episode"] = name
     items: list[dict[str, Any]] = []
+    restart = False
     if name is not None:
+        read_actions = plugins.load(plugins.RECORDERS, "read_actions")
         if episode != name:
             cursor = 0  # a new episode: its actions from the start
-        items, cursor = plugins.load(plugins.RECORDERS, "read_actions")(recorder.path, cursor)
+        try:
+            items, cursor = read_actions(recorder.path, cursor)
+        except ConfigError:  # the file was written again (a review trimmed it): the page lists it anew
+            items, cursor = read_actions(recorder.path, 0)
+            restart = True
     return {
         "session": session.id,
         "recording": status,
-        "actions": {"episode": name, "cursor": cursor, "items": items},
+        "actions": {"episode": name, "cursor": cursor, "items": items, "restart": restart},
         "task": current_task(server, session),
         "replaying": collect_state(session).replaying,
         "control": control_status(session),
@@ -238,8 +244,9 @@ async def post_recording(request: RecordingRequest = Body(...), session: Session
         if state.replaying:
             raise EnvironmentStateError("a replay is running; wait for it to end")
         task = current_task(server, session)
+        # the demonstrator reviews the episode (trim, verdict) and submits it before any dataset holds it
         command = recording_routes.RecordingCommand(command="start", mask_text=request.mask_text,
-                                                    task=task["id"] if task else None)
+                                                    task=task["id"] if task else None, review=True)
         return _json(await recording_routes.command(server, session, command))
     if request.command == "discard":
         recorder = session.recorder
@@ -262,6 +269,14 @@ async def post_human(command: HandoverCommand = Body(...), session: Session = De
 async def get_episodes(session: Session = Depends(page_session)) -> Response:
     """This session's episodes, newest first: task, counts, video, the last replay's report."""
     return _json({"episodes": await anyio.to_thread.run_sync(list_episodes, session)})
+
+
+@router.get(PREFIX + "/api/episodes/{name}/actions")
+async def get_actions(name: str, session: Session = Depends(page_session)) -> Response:
+    """The episode's steps, as recorded (what a demonstrator trims)."""
+    items, _ = await anyio.to_thread.run_sync(plugins.load(plugins.RECORDERS, "read_actions"),
+                                              episode_path(session, name), 0)
+    return _json({"items": items})
 
 
 @router.get(PREFIX + "/api/episodes/{name}/video")
@@ -287,6 +302,32 @@ async def delete(name: str, session: Session = Depends(page_session),
         raise EnvironmentStateError("this episode is being replayed")
     await delete_episode(server, session, path)
     return _json({"deleted": name})
+
+
+class SubmitRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    #: The first and last steps kept (indexes); the others are deleted.
+    first: int
+    last: int
+    success: bool
+    comment: str = Field("", max_length=4000)
+
+
+@router.post(PREFIX + "/api/episodes/{name}/submit")
+async def post_submit(name: str, request: SubmitRequest = Body(...),
+                      session: Session = Depends(page_session)) -> Response:
+    """Trim the episode to the steps kept (the rest is deleted), note whether it succeeded, and submit it: only
+    then does a dataset export take it."""
+    path = episode_path(session, name)
+    if _recording(session) and session.recorder.path == path:
+        raise EnvironmentStateError("this episode is being recorded: stop it first")
+    if collect_state(session).replaying == name:
+        raise EnvironmentStateError("this episode is being replayed")
+    submit = plugins.load(plugins.RECORDERS, "submit_episode")
+    review = await anyio.to_thread.run_sync(lambda: submit(path, first=request.first, last=request.last,
+                                                           success=request.success, comment=request.comment))
+    collect_state(session).reports.pop(name, None)  # a replay's report was of the steps before the trim
+    return _json({"episode": name, "review": review})
 
 
 @router.post(PREFIX + "/api/episodes/{name}/replay")

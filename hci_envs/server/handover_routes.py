@@ -58,9 +58,14 @@ class PersonSide:
                 self._forced_before, self._granted = control.status().forced, True
             control.grant()  # the person's: the agent is refused even while they read, and idle time does not end it
         elif event in ("handed_back", "hold_time_over", "unanswered", "cancelled"):
+            if event == "hold_time_over" and not record.actions:  # what they did before their time ran out
+                record.actions = self.actions()
             with self._lock:
                 granted, self._granted, self._viewer = self._granted, False, None
             if granted:
+                # the agent's again at once: the person's viewer lets go (its next click or key would take it
+                # back, as any person's does; its pointer passing over the view does not)
+                control.let_go()
                 {None: control.auto, "human": control.grant, "agent": control.revoke}[self._forced_before]()
 
     def _on_input(self, viewer: Any, message: Any, arrived: float) -> None:

@@ -33,6 +33,8 @@ class RecordingCommand(BaseModel):
     video_fps: float = Field(0.0, ge=0, le=30, description="a continuous capture at this rate (0: none)")
     video_codec: Literal["h264", "vp9"] | None = None
     accessibility: bool = Field(False, description="each frame with the accessibility tree read right after it")
+    review: bool = Field(False, description="the episode waits for its demonstrator's review (trim, verdict, "
+                                            "submit) before a dataset export takes it")
 
 
 router = APIRouter(dependencies=CONTROL)
@@ -56,7 +58,8 @@ async def command(server: HciServer, session: Session, cmd: RecordingCommand) ->
         recorder_class = plugins.load(plugins.RECORDERS, "episodes")
         # only what was asked for: a recorder plugin without video keeps working for requests without it
         options = {k: v for k, v in (("video", cmd.video), ("video_fps", cmd.video_fps or None),
-                                     ("video_codec", cmd.video_codec), ("accessibility", cmd.accessibility or None))
+                                     ("video_codec", cmd.video_codec), ("accessibility", cmd.accessibility or None),
+                                     ("review", cmd.review or None))
                    if v is not None}
         # off the event loop: it finishes episodes a killed server left open and may import PyAV
         recorder = await anyio.to_thread.run_sync(lambda: recorder_class(

@@ -333,7 +333,8 @@ class VncSession:
                     continue  # the screen size belongs to the environment's state
                 elif message.type in INPUT_TYPES:
                     viewer.input_messages += 1
-                    if viewer.role != "control" or not self.control.human_input(viewer.id):
+                    acts = not (message.type == POINTER_EVENT and not message.mask and not viewer.buttons_down)
+                    if viewer.role != "control" or not self.control.human_input(viewer.id, acts):
                         viewer.dropped_messages += 1
                         continue
                     if self._input_from != viewer.id:

@@ -142,7 +142,7 @@ function describe(record) {
 
 function showActions(actions) {
   const list = $('#actions');
-  if (actions.episode !== episode) {
+  if (actions.episode !== episode || actions.restart) {  // another episode, or this one trimmed by its review
     episode = actions.episode;
     list.replaceChildren();
   }
@@ -207,7 +207,9 @@ function updateButtons() {
   $('#stop').disabled = busy || !active;
   $('#discard').disabled = busy || !active;
   $('#load-task').disabled = busy || replaying || active;
-  for (const button of document.querySelectorAll('.episode button')) button.disabled = busy || replaying || active;
+  for (const button of document.querySelectorAll('.episode .buttons button')) {
+    button.disabled = busy || replaying || active;
+  }
   $('#accept').disabled = busy || last?.human?.status !== 'requested';
   $('#hand-back').disabled = busy || last?.human?.status !== 'held';
 }
@@ -387,8 +389,80 @@ function episodeElement(ep) {
   });
   buttons.append(replay, remove);
   item.append(buttons);
+  item.append(reviewElement(ep));
   if (ep.replay) item.append(reportElement(ep.replay));
   return item;
+}
+
+// -- review before submit: trim, verdict, comment; a dataset takes only what was submitted ------------------------
+function reviewElement(ep) {
+  const box = document.createElement('div');
+  box.className = 'review';
+  const review = ep.review;
+  box.dataset.state = review?.state ?? 'none';
+  if (!review) return box;
+  if (review.state === 'submitted') {
+    const done = document.createElement('p');
+    done.className = 'review-state';
+    const [first, last] = review.kept_steps;
+    done.textContent = `Submitted: ${review.success ? 'it succeeded' : 'it did not succeed'}` +
+      `${review.comment ? ` (“${review.comment}”)` : ''}; ` +
+      `steps ${first + 1} to ${last + 1} of ${review.of_steps} kept.`;
+    box.append(done);
+    return box;
+  }
+  const count = ep.actions ?? 0;
+  const intro = document.createElement('p');
+  intro.className = 'review-state';
+  intro.textContent = ep.state === 'stopped'
+    ? 'Not submitted: no dataset takes it yet. Replay it, keep the steps that belong, say whether it succeeded, submit.'
+    : 'Review it once the recording has stopped.';
+  box.append(intro);
+  if (ep.state !== 'stopped' || !count) return box;
+  const steps = document.createElement('ol');
+  steps.className = 'review-steps';
+  api('GET', `api/episodes/${encodeURIComponent(ep.name)}/actions`).then(({ items }) => {
+    steps.replaceChildren(...items.map((record) => {
+      const li = document.createElement('li');
+      li.textContent = `${record.source === 'agent' ? 'agent: ' : ''}${describe(record)}`;
+      return li;
+    }));
+  }).catch(showError);
+  const range = document.createElement('p');
+  const number = (cls, value) => {
+    const input = document.createElement('input');
+    Object.assign(input, { type: 'number', min: 1, max: count, value, className: cls });
+    input.setAttribute('aria-label', cls === 'first' ? 'first step kept' : 'last step kept');
+    return input;
+  };
+  const first = number('first', 1);
+  const last = number('last', count);
+  range.append('Keep steps ', first, ' to ', last, ` of ${count}.`);
+  const verdict = document.createElement('p');
+  const choice = (value, text) => {
+    const label = document.createElement('label');
+    const input = Object.assign(document.createElement('input'), { type: 'radio', name: `verdict-${ep.name}`, value });
+    input.className = `verdict-${value}`;
+    label.append(input, ` ${text}`);
+    return label;
+  };
+  verdict.append(choice('yes', 'It succeeded'), ' ', choice('no', 'It did not'));
+  const comment = Object.assign(document.createElement('textarea'), { className: 'comment', maxLength: 4000,
+    placeholder: 'a comment for whoever uses this demonstration' });
+  const submit = Object.assign(document.createElement('button'), { type: 'button', className: 'submit',
+    textContent: 'Submit', disabled: true });
+  submit.title = 'Delete the steps left out, keep the verdict, and let datasets take the episode';
+  verdict.addEventListener('change', () => { submit.disabled = false; });
+  submit.addEventListener('click', () => {
+    const kept = [Number(first.value) - 1, Number(last.value) - 1];
+    const dropped = count - (kept[1] - kept[0] + 1);
+    const question = `Submit steps ${kept[0] + 1} to ${kept[1] + 1}? The other ${dropped} are deleted.`;
+    if (dropped > 0 && !confirm(question)) return;
+    run(() => api('POST', `api/episodes/${encodeURIComponent(ep.name)}/submit`, {
+      first: kept[0], last: kept[1], success: box.querySelector('.verdict-yes').checked, comment: comment.value }));
+  });
+  box.append(steps, range, verdict, comment, submit);
+  return box;
 }
 
 async function loadEpisodes() {
