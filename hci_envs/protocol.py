@@ -220,5 +220,8 @@ class EnvState(BaseModel):
     human: dict[str, Any] | None = Field(None, description="The agent's hand-over to a person (ask_human): status "
                                          "none, requested, held, handed_back or unanswered, and the current or "
                                          "last one's reason, person, note and actions.")
+    supervision: dict[str, Any] | None = Field(None, description="Propose and accept: whether a person decides on "
+                                               "each of the agent's input actions before it runs, the proposal "
+                                               "waiting now and the last decision.")
 
 

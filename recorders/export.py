@@ -154,7 +154,8 @@ def _write(dataset: Any, out: str | Path) -> Any:
 
 def export_pairs(paths: list[str | Path], out: str | Path, *, on_error: OnError | None = None,
                  on_note: Callable[[str], None] | None = None) -> Any:
-    """The hand-overs' preference pairs (segments.preference_pairs) to ``out``, one row each: ``prompt`` (the
+    """The preference pairs of hand-overs and of proposals people edited or overrode (segments.preference_pairs)
+    to ``out``, one row each: ``source`` ("handover", "edit" or "override"), ``prompt`` (for a hand-over the
     reason the agent asked, with the person's note), ``chosen`` and ``rejected`` (actions as JSON), and the
     screens each was taken on, as TRL's preference trainers read them."""
     datasets = _datasets()
@@ -162,20 +163,24 @@ def export_pairs(paths: list[str | Path], out: str | Path, *, on_error: OnError 
     for path in _checked(paths, on_error, on_note):
         episode = load_episode(path)
         for pair in preference_pairs(episode):
+            if "handover" in pair:
+                source = "handover"
+                prompt = f"{pair['reason']}" + (f" (the person's note: {pair['note']})" if pair["note"] else "")
+            else:  # propose and accept: the proposal a person edited or did otherwise
+                source, prompt = pair["decision"], "the agent's next action on this screen"
             rows.append({
-                "episode": pair["episode"], "handover": pair["handover"],
-                "prompt": f"{pair['reason']}" + (f" (the person's note: {pair['note']})" if pair["note"] else ""),
+                "episode": pair["episode"], "source": source, "prompt": prompt,
                 "chosen": json.dumps(pair["chosen"], ensure_ascii=False),
                 "rejected": json.dumps(pair["rejected"], ensure_ascii=False),
                 "chosen_frame": _frame_file(episode, pair["chosen_frame"]),
                 "rejected_frame": _frame_file(episode, pair["rejected_frame"]),
             })
     if not rows:
-        raise EpisodeFormatError("no hand-over in these episodes has both an attempt of the agent and a person's "
-                                 "action to pair")
+        raise EpisodeFormatError("nothing to pair in these episodes: no hand-over with both an attempt of the "
+                                 "agent and a person's action, and no proposal a person edited or overrode")
     v = datasets.Value
     features = datasets.Features({
-        "episode": v("string"), "handover": v("int32"), "prompt": v("string"), "chosen": v("string"),
+        "episode": v("string"), "source": v("string"), "prompt": v("string"), "chosen": v("string"),
         "rejected": v("string"), "chosen_frame": datasets.Image(), "rejected_frame": datasets.Image()})
     return _write(datasets.Dataset.from_list(rows, features=features), out)
 

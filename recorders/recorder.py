@@ -113,6 +113,8 @@ class Recorder:
         self._finished = threading.Event()  # set when stop() has written everything, the video included
         #: The agent's hand-overs to a person during the episode (meta.json's "handovers"; see segments.py).
         self._handovers: list[dict[str, Any]] = []
+        #: The agent's actions a person decided on before they ran (meta.json's "proposals"; see segments.py).
+        self._proposals: list[dict[str, Any]] = []
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def _meta(self) -> dict[str, Any]:
@@ -142,6 +144,7 @@ class Recorder:
             # input no canonical action can represent: its messages are in raw/input.jsonl
             "unreduced": [u.to_dict() for u in self._unreduced],
             "handovers": self._handovers,
+            "proposals": self._proposals,
             **({"review": {"state": "pending"}} if self.review else {}),
             # the settled screen when the recording stopped: the end state, and the last action's after-frame
             "final_frame": self._frames[-1][0] if self.state == "stopped" and self._frames else None,
@@ -165,6 +168,8 @@ class Recorder:
             self.env.listeners.append(self._on_env_event)
             if getattr(self.env, "handover", None) is not None:
                 self.env.handover.observers.append(self._on_handover)
+            if getattr(self.env, "supervision", None) is not None:
+                self.env.supervision.observers.append(self._on_proposal)
             if self.video_fps:
                 self._start_continuous()
         self._write_trees()
@@ -264,7 +269,9 @@ class Recorder:
         for collection, item in ((getattr(self.vnc, "taps", []), self.on_human),
                                  (getattr(getattr(self.env, "executor", None), "observers", []), self.on_agent),
                                  (self.env.listeners, self._on_env_event),
-                                 (getattr(getattr(self.env, "handover", None), "observers", []), self._on_handover)):
+                                 (getattr(getattr(self.env, "handover", None), "observers", []), self._on_handover),
+                                 (getattr(getattr(self.env, "supervision", None), "observers", []),
+                                  self._on_proposal)):
             try:
                 collection.remove(item)
             except ValueError:
@@ -294,6 +301,28 @@ class Recorder:
             now = episode_time(None)
             self._raw.write({"i": self._i, "t": now, "source": "control", "msg": "handover", "event": event,
                              **{k: current[k] for k in ("reason", "person", "note") if k in current}})
+            self._i += 1
+            write_json_atomic(self.path / "meta.json", self._meta())
+
+    def _on_proposal(self, event: str, proposal: Any) -> None:
+        """A person decided on an agent's action before it ran (propose and accept): the decision is kept beside
+        the proposal, in the episode's time (an edit's action is then recorded as the agent's step that ran; an
+        override's as the person's steps)."""
+        if event in ("proposed", "overriding"):
+            return
+        with self._lock:
+            if self.state == "stopped":
+                return
+            self._emit(self._reducer.flush())
+            record = {"id": proposal.id, "action": proposal.action, "decision": event,
+                      "proposed_at": round(proposal.proposed_at - self._origin, 6),
+                      "decided_at": round((proposal.decided_at or time.monotonic()) - self._origin, 6)}
+            for key in ("edited", "person"):
+                if getattr(proposal, key) is not None:
+                    record[key] = getattr(proposal, key)
+            self._proposals.append(record)
+            self._raw.write({"i": self._i, "t": record["decided_at"], "source": "control", "msg": "proposal",
+                             **{k: v for k, v in record.items() if k not in ("proposed_at", "decided_at")}})
             self._i += 1
             write_json_atomic(self.path / "meta.json", self._meta())
 

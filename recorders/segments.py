@@ -10,7 +10,9 @@ parts; each step gets one ``segment``:
   * ``human``:      a person's steps outside a hand-over (a demonstration, a takeover).
 
 :func:`preference_pairs` pairs, for each hand-over that a person took, the agent's last action before it asked
-(rejected) with the person's first action (chosen), each with the screen it was taken on.
+(rejected) with the person's first action (chosen), each with the screen it was taken on; and for each of the
+agent's actions a person edited or overrode before it ran (propose and accept: meta.json's ``proposals``), the
+proposed action (rejected) with the edit or the person's first action instead (chosen), on the same screen.
 """
 
 from __future__ import annotations
@@ -91,4 +93,27 @@ def preference_pairs(episode: Episode) -> list[dict[str, Any]]:
                       "note": handover.get("note"), "rejected": rejected["action"], "chosen": chosen["action"],
                       "rejected_step": rejected["index"], "chosen_step": chosen["index"],
                       "rejected_frame": rejected.get("frame_before"), "chosen_frame": chosen.get("frame_before")})
+    return pairs + _proposal_pairs(episode)
+
+
+def _proposal_pairs(episode: Episode) -> list[dict[str, Any]]:
+    """Propose and accept's pairs: the proposal against what ran instead, both on the screen it was proposed on
+    (the chosen step's before-frame: nothing ran between the proposal and it)."""
+    pairs = []
+    for proposal in episode.meta.get("proposals") or []:
+        decided = proposal.get("decided_at", 0.0)
+        if proposal["decision"] == "edit":
+            chosen = next((s for s in episode.actions if s.get("source") == "agent" and s["t_start"] >= decided
+                           and s["action"] == proposal.get("edited")), None)
+        elif proposal["decision"] == "override":
+            chosen = next((s for s in episode.actions if s.get("source") == "human"
+                           and s["t_start"] >= proposal["proposed_at"]), None)
+        else:
+            continue
+        if chosen is None:
+            continue
+        pairs.append({"episode": episode.path.name, "proposal": proposal["id"], "reason": None, "note": None,
+                      "rejected": proposal["action"], "chosen": chosen["action"], "rejected_step": None,
+                      "chosen_step": chosen["index"], "rejected_frame": chosen.get("frame_before"),
+                      "chosen_frame": chosen.get("frame_before"), "decision": proposal["decision"]})
     return pairs

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -564,3 +565,69 @@ def test_a_person_answers_the_agents_request_on_the_page(x11, browser, tmp_path)
             assert http.post("/score", json={}).json()["score"] == 1.0  # "done" replaced "dune", and was saved
         finally:
             context.close()
+
+
+# -- propose and accept: the agent's actions wait for the person's decision on the page -----------------------------
+def test_a_person_accepts_edits_and_overrides_the_agents_proposed_actions(collect_server, desk: Desk, tmp_path):
+    server, episodes = collect_server
+    desk.start_task(TASK)
+    page, expect = desk.page, desk.expect
+    page.fill("#person", "ana")
+    page.check("#supervise")
+    expect(page.locator("#proposal")).to_have_attribute("data-state", "on", timeout=10000)
+    with server.http() as http:
+        assert http.post("/recording", json={"command": "start", "source": "both", "task": TASK}).status_code == 200
+        try:
+            with McpClient(f"{server.base_url}/mcp") as mcp:
+                results: dict = {}
+
+                def agent(name: str, arguments: dict) -> threading.Thread:
+                    thread = threading.Thread(target=lambda: results.update({name: mcp.call(name, arguments)}))
+                    thread.start()
+                    expect(page.locator("#proposal")).to_have_attribute("data-state", "waiting", timeout=20000)
+                    return thread
+
+                # accept: the page draws where the click would land
+                thread = agent("click", {"x": TEXT_AREA[0], "y": TEXT_AREA[1]})
+                expect(page.locator("#proposal-text")).to_contain_text(f"The agent proposes: click at ({TEXT_AREA[0]}, "
+                                                                       f"{TEXT_AREA[1]})")
+                mark = page.locator("#proposal-mark")
+                expect(mark).to_be_visible()
+                box, (px, py) = mark.bounding_box(), desk.at(*TEXT_AREA)
+                assert abs(box["x"] + box["width"] / 2 - px) < 4 and abs(box["y"] + box["height"] / 2 - py) < 4, box
+                page.click("#proposal-accept")
+                thread.join(30)
+                assert "ana accepted your action" in text_of(results["click"])
+                # edit: a typo corrected before it runs
+                thread = agent("type_text", {"text": "dune"})
+                expect(page.locator("#proposal-text")).to_contain_text('The agent proposes: type "dune"')
+                page.fill("#proposal-action", '{"type": "type_text", "text": "done"}')
+                page.click("#proposal-edit")
+                thread.join(30)
+                assert "ana changed your action; this ran instead: type_text('done')" in text_of(results["type_text"])
+                # override: the person saves it themselves; the agent's action never runs
+                thread = agent("key", {"keys": "ctrl+q"})
+                page.click("#proposal-override")
+                expect(page.locator("#proposal")).to_have_attribute("data-state", "overriding", timeout=10000)
+                desk.click_desktop(*TEXT_AREA)
+                desk.press("Control+s")
+                page.click("#proposal-done")
+                thread.join(30)
+                told = text_of(results["key"])
+                assert "ana did something else instead of your key('ctrl+q')" in told and "key('ctrl+s')" in told, told
+                # (the agent's calls, bash included, waited for the decision: now the file can be read)
+                deadline = time.monotonic() + 10
+                while saved_notes(server) != "shopping\nmilk\nbread\ndone" and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                assert saved_notes(server) == "shopping\nmilk\nbread\ndone"
+                assert "Mousepad" in text_of(mcp.ok("accessibility_tree", {}))  # still there: no ctrl+q ran
+        finally:
+            page.uncheck("#supervise")
+            expect(page.locator("#proposal")).to_have_attribute("data-state", "off", timeout=10000)
+            stopped = http.post("/recording", json={"command": "stop"}).json()
+    episode = load_episode(stopped["path"])
+    assert [p["decision"] for p in episode.meta["proposals"]] == ["accept", "edit", "override"]
+    out = tmp_path / "pairs.parquet"
+    made = subprocess.run([*hci_envs_command(), "export", stopped["path"], "--out", str(out), "--format", "pairs"],
+                          capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0 and "wrote 2 preference pairs" in made.stdout, made.stdout + made.stderr

@@ -15,7 +15,7 @@ import pytest
 
 from hci_envs.env.assembly import EnvironmentHooks
 from hci_envs.env.handover import Handover
-from hci_envs.errors import ConfigError, HandoverError, HumanControlError
+from hci_envs.errors import ConfigError, HandoverError, HumanControlError, InvalidActionError
 
 
 class Clock:
@@ -398,3 +398,97 @@ def test_an_agent_asks_a_person_fixes_and_hands_back_and_the_episode_keeps_the_c
         report = replay_episode(episode, env=env, reset=False, compare=False)
         assert report.summary()["errors"] == 0, report.to_dict()
         assert env.score().value == 1.0
+
+
+# -- propose and accept ----------------------------------------------------------------------------------------------
+def _supervised(decide_within: float = 30):
+    from hci_envs.traits import DesktopEnv
+
+    return DesktopEnv(desktop="fake", start_state={"width": 320, "height": 240, "apps": [{"command": ["app"]}]},
+                      supervise=True, decide_within=decide_within)
+
+
+def _proposed(env, call):
+    """Run the agent's ``call`` in a thread; return the thread's result holder once its proposal waits."""
+    out: dict = {}
+
+    def run() -> None:
+        try:
+            out["result"] = call()
+        except Exception as exc:  # noqa: BLE001 - the test reads it
+            out["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while env.supervision.current() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert env.supervision.current() is not None, "no proposal came"
+    out["thread"] = thread
+    return out
+
+
+@pytest.mark.fake
+def test_a_person_accepts_edits_or_overrides_each_proposed_action():
+    with _supervised() as env:
+        env.reset()
+        waiting = _proposed(env, lambda: env.call_tool("type_text", {"text": "draft"}))
+        proposal = env.supervision.current()
+        assert proposal.action == {"type": "type_text", "text": "draft"} and env.desktop.typed == ""
+        assert env.state.supervision["proposal"]["action"]["text"] == "draft"
+        env.supervision.decide(proposal.id, "accept", person="ana")
+        waiting["thread"].join(10)
+        assert "[human] ana accepted your action" in waiting["result"].text and env.desktop.typed == "draft"
+
+        waiting = _proposed(env, lambda: env.call_tool("type_text", {"text": "teh"}))
+        proposal = env.supervision.current()
+        with pytest.raises(InvalidActionError):  # an edit is checked like any action: the proposal still waits
+            env.supervision.decide(proposal.id, "edit", action={"type": "type_text", "text": ""})
+        with pytest.raises(HandoverError, match="not overridden"):
+            env.supervision.decide(proposal.id, "done")
+        with pytest.raises(HandoverError, match="proposal 999 is not waiting"):
+            env.supervision.decide(999, "accept")
+        env.supervision.decide(proposal.id, "edit", action={"type": "type_text", "text": " the"}, person="ana")
+        waiting["thread"].join(10)
+        assert "ana changed your action; this ran instead: type_text(' the')" in waiting["result"].text
+        assert env.desktop.typed == "draft the"
+
+        waiting = _proposed(env, lambda: env.step({"type": "type_text", "text": " wrong"}))
+        proposal = env.supervision.current()
+        env.supervision.decide(proposal.id, "override", person="ana")
+        assert env.state.supervision["proposal"]["overriding"] is True
+        with pytest.raises(HandoverError, match="say done"):
+            env.supervision.decide(proposal.id, "accept")
+        env.supervision.decide(proposal.id, "done", person="ana", actions=[{"type": "key", "keys": "ctrl+s"}])
+        waiting["thread"].join(10)
+        obs = waiting["result"]
+        assert "ana did something else instead of your type_text(' wrong') (1 actions): key('ctrl+s')" in obs.text
+        assert env.desktop.typed == "draft the"  # the agent's own action never ran
+        assert env.state.supervision["last"]["decision"] == "override"
+
+
+@pytest.mark.fake
+def test_nobody_deciding_runs_the_action_and_set_up_and_looks_are_not_proposed():
+    with _supervised(decide_within=0.3) as env:
+        env.reset()
+        start = time.monotonic()
+        out = env.call_tool("type_text", {"text": "late"})
+        assert time.monotonic() - start < 5 and "nobody decided on your action in 0.3s; it ran" in out.text
+        assert env.desktop.typed == "late"
+        env.perform({"type": "type_text", "text": " set-up"})  # the control plane's: runs at once
+        env.call_tool("screenshot", {})  # a look is no input
+        assert env.desktop.typed == "late set-up" and env.supervision.current() is None
+        env.supervision.turn(False)
+        assert "[human]" not in env.call_tool("type_text", {"text": "!"}).text
+
+
+@pytest.mark.fake
+def test_a_reset_cancels_a_proposal_waiting_for_a_decision():
+    with _supervised() as env:
+        env.reset()
+        waiting = _proposed(env, lambda: env.call_tool("type_text", {"text": "x"}))
+        threading.Thread(target=env.reset).start()
+        waiting["thread"].join(10)
+        assert isinstance(waiting["error"], HandoverError) and "was reset while your action waited" in str(
+            waiting["error"])
+        assert env.supervision.current() is None and env.desktop.typed == ""

@@ -27,6 +27,7 @@ from ..tools.codeact import CodeRunner
 from .episode import EpisodeTracker
 from .executor import DEFAULT_PASTE_KEYS, Executor
 from .handover import DEFAULT_ANSWER_WITHIN, DEFAULT_HOLD_FOR, Handover
+from .supervision import DEFAULT_DECIDE_WITHIN, Supervision, supervisor
 from .spare import DesktopParts, SpareDesktop
 
 if TYPE_CHECKING:
@@ -89,6 +90,8 @@ class EnvironmentParts:
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
     #: The agent's hand-over to a person (``ask_human``); its end ends the executor's waits.
     handover: Handover = field(default_factory=Handover)
+    #: Propose and accept: a person decides on each of the agent's input actions before it runs (off by default).
+    supervision: Supervision = field(default_factory=Supervision)
 
 
 def desktop_factory(choice: str | DesktopFactory | None) -> DesktopFactory:
@@ -120,6 +123,8 @@ def assemble(
     spare: bool = False,
     human_answer_within: float = DEFAULT_ANSWER_WITHIN,
     human_hold_for: float = DEFAULT_HOLD_FOR,
+    supervise: bool = False,
+    decide_within: float = DEFAULT_DECIDE_WITHIN,
 ) -> EnvironmentParts:
     """The parts of ``env`` (an Environment being constructed: the parts that call back into it, CodeAct's
     tool calls and the spare's preparation, get its bound methods, used only once it is built)."""
@@ -137,6 +142,8 @@ def assemble(
             raise ConfigError(f"network {policy.mode!r} cannot be enforced here: {reason}", field="network")
 
     handover = Handover(answer_within=human_answer_within, hold_for=human_hold_for)
+    supervision = Supervision(decide_within=decide_within)
+    supervision.turn(supervise)
 
     def input_blocked() -> str | None:  # the agent's own request first: it paused itself
         return handover.agent_blocked() or hooks.why_input_blocked()
@@ -145,9 +152,12 @@ def assemble(
         return factory(state, home=home, account=account, max_processes=max_agent_processes, limits=enforced,
                        network=policy)
 
+    executor = Executor(None, paste_keys=paste_keys, input_blocked=input_blocked, resumed=handover.agent_may_act)
+    # only the agent's own calls are proposed: not a task's set-up, nor a replay (env.agent_acting says which)
+    executor.supervise = supervisor(supervision, executor, lambda: env.agent_acting)
     return EnvironmentParts(
         make_desktop=make_desktop,
-        executor=Executor(None, paste_keys=paste_keys, input_blocked=input_blocked, resumed=handover.agent_may_act),
+        executor=executor,
         new_desktop_parts=lambda: DesktopParts.new(status, max_snapshot_bytes, enforced.disk),
         episode=EpisodeTracker(),
         code=CodeRunner(call_tool=env.call_tool, tools=env.code_tools,
@@ -158,4 +168,5 @@ def assemble(
         limits=enforced,
         network=policy,
         handover=handover,
+        supervision=supervision,
     )

@@ -137,6 +137,9 @@ class Environment(EnvironmentTools):
         self._recent: collections.deque[dict[str, Any]] = collections.deque(maxlen=RECENT_ACTIONS)
         self.executor.observers.append(self._note_action)
         self._tool_depth = 0  # tool calls in progress on this environment's lock: CodeAct's are nested
+        #: Propose and accept (see :mod:`hci_envs.env.supervision`): off unless asked for.
+        self.supervision = parts.supervision
+        self._agent_calls = threading.local()  # this thread is running the agent's tool call or step
         # What the current episode runs on: its desktop (None until the first reset), home and agent account.
         self.desktop: VirtualDesktop | None = None
         current = self.new_desktop_parts()
@@ -202,6 +205,7 @@ class Environment(EnvironmentTools):
             limits=limits_status(self.limits.over(self.declared_state.limits), self.isolation.mode == "uid"),
             network=network_status(self.network, self.isolation.mode == "uid"),
             spare=self.spare.status() if self.spare is not None else None, human=self.handover.status(),
+            supervision=self.supervision.status(),
             **self.hooks.info,
         )
 
@@ -254,7 +258,8 @@ class Environment(EnvironmentTools):
             arguments = _bounded_timeout(spec, arguments)
             self._tool_depth += 1
             try:
-                output = spec.call(self, arguments)
+                with self._agent_call():
+                    output = spec.call(self, arguments)
             except DesktopDiedError as exc:
                 self.episode.truncate(str(exc))
                 raise
@@ -262,6 +267,20 @@ class Environment(EnvironmentTools):
                 self._tool_depth -= 1
             # the hand-over's news goes with the outermost result: a CodeAct call's, not a tool its code called
             return self._with_notices(output, news=self._tool_depth == 0)
+
+    @contextlib.contextmanager
+    def _agent_call(self) -> Any:
+        self._agent_calls.depth = getattr(self._agent_calls, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            self._agent_calls.depth -= 1
+
+    @property
+    def agent_acting(self) -> bool:
+        """Whether this thread is running one of the agent's calls (a tool, a step), not the control plane's (a
+        task's set-up through :meth:`perform`) or a replay's: only the agent's actions are proposed."""
+        return getattr(self._agent_calls, "depth", 0) > 0 and not self._performing
 
     def _refuse_while_paused(self) -> None:
         """While a hand-over pauses the agent, whatever could act on the desktop is refused, not only the input
@@ -510,7 +529,7 @@ class Environment(EnvironmentTools):
         return obs
 
     def _step(self, action: Any, timeout_s: float | None) -> Observation:
-        with self._lock, deadline.deadline(timeout_s):
+        with self._lock, deadline.deadline(timeout_s), self._agent_call():
             self.episode.require_steppable()
             items = action if isinstance(action, list) else [action]
             if not items:

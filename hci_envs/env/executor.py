@@ -88,6 +88,7 @@ class Executor:
         settle_timeout: float = SETTLE_TIMEOUT,
         input_blocked: Callable[[], str | None] = lambda: None,
         resumed: Callable[[], bool] | None = None,
+        supervise: Callable[[A.ActionBase], tuple[A.ActionBase | None, str]] | None = None,
     ) -> None:
         #: The desktop acted on (None until the environment's first reset; see :meth:`use`).
         self.desktop = desktop
@@ -99,6 +100,9 @@ class Executor:
         self.input_blocked = input_blocked
         #: False while a hand-over pauses the agent: a ``wait`` begun then ends once it answers True.
         self.resumed = resumed
+        #: Propose and accept (hci_envs.env.supervision): given an input action, returns the action to run (it,
+        #: or a person's edit; None: a person did something else instead) and what to tell the agent.
+        self.supervise = supervise
         self._lock = threading.RLock()
         #: Set while the episode is being reset: long actions (wait) stop at once.
         self.interrupt = threading.Event()
@@ -130,10 +134,16 @@ class Executor:
         ``landing``, the caller settles later and calls :meth:`land` itself (a step does, after its batch).
         """
         checked = self.validate(action)
+        told = ""
         if checked.injects_input:
             reason = self.input_blocked()
             if reason:
                 raise HumanControlError(reason)
+            if self.supervise is not None:
+                decided, told = self.supervise(checked)
+                if decided is None:  # the person did something else instead: nothing of the agent's runs
+                    return ActionResult(checked.type, told)
+                checked = decided
         start = time.perf_counter()
         since = time.monotonic()
         with self._lock:
@@ -151,6 +161,8 @@ class Executor:
                 result.settled = self.settle(since)
                 self.land(result)
         result.elapsed_ms = (time.perf_counter() - start) * 1000
+        if told:
+            result.text = f"{told}\n{result.text}"
         for observer in list(self.observers):
             observer(checked, result)
         return result

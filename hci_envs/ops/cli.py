@@ -90,9 +90,11 @@ def serve_config(args: argparse.Namespace, port: int, osworld_port: int | None =
     if observation:
         env_kwargs["observation"] = observation
     env_kwargs["spare"] = True if args.spare is None else args.spare
-    for option in ("human_answer_within", "human_hold_for"):  # the agent's hand-over (ask_human)
+    for option in ("human_answer_within", "human_hold_for", "decide_within"):  # people in the loop
         if getattr(args, option, None) is not None:
             env_kwargs[option] = getattr(args, option)
+    if getattr(args, "supervise", False):
+        env_kwargs["supervise"] = True
     limits = {"memory": getattr(args, "limit_memory", None), "processes": getattr(args, "limit_processes", None),
               "cpu_weight": getattr(args, "limit_cpu_weight", None), "disk": getattr(args, "limit_disk", None)}
     from ..sandbox.limits import Limits
@@ -345,6 +347,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "to take the desktop before the agent gets it back (default 300)")
     p.add_argument("--human-hold-for", type=float, metavar="SECONDS",
                    help="seconds a person who took the agent's hand-over may hold the desktop (default 1800)")
+    p.add_argument("--supervise", action="store_true",
+                   help="propose and accept from the start: each of the agent's input actions waits for a person's "
+                        "decision (accept, edit, or do it themselves) before it runs; POST /supervision turns it off")
+    p.add_argument("--decide-within", type=float, metavar="SECONDS",
+                   help="seconds a proposed action waits for a decision before it runs as proposed (default 120)")
     p.add_argument("--action-mode", choices=("tools", "code"), default="tools",
                    help="the agent interface sessions advertise: one tool per call, or CodeAct")
     p.add_argument("--episodes-dir", default=os.environ.get("HCI_ENVS_EPISODES_DIR", "episodes"),

@@ -26,7 +26,16 @@ from starlette.types import Receive, Scope, Send
 
 from .. import __version__
 from ..errors import HciEnvsError, SessionNotFoundError
-from . import collect_routes, control_routes, handover_routes, openenv_mcp, recording_routes, task_routes, vnc_routes
+from . import (
+    collect_routes,
+    control_routes,
+    handover_routes,
+    openenv_mcp,
+    recording_routes,
+    supervision_routes,
+    task_routes,
+    vnc_routes,
+)
 from .config import ServerConfig
 from .core import HciServer
 from .deps import bearer, error_response
@@ -315,6 +324,7 @@ def create_app(config: ServerConfig) -> HciApp:
     if config.vnc:
         vnc_routes.install_vnc(app, server)
         handover_routes.install_handover(app, server)  # people answer the agent's ask_human
+        supervision_routes.install_supervision(app, server)  # people decide on the agent's actions
         collect_routes.install_collect(app, server)  # the page for people who record demonstrations
     app.include_router(recording_routes.router)
     app.include_router(task_routes.router)  # last: its /{env_name}/... paths never shadow a route above

@@ -38,6 +38,8 @@ from .deps import get_server
 from .handover_routes import HandoverCommand
 from .handover_routes import run_command as run_handover
 from .sessions import Session
+from .supervision_routes import SupervisionCommand
+from .supervision_routes import run_command as run_supervision
 from .vnc_routes import control_status
 
 log = logging.getLogger(__name__)
@@ -142,6 +144,7 @@ def page_state(server: HciServer, session: Session, episode: str | None, cursor:
         "replaying": collect_state(session).replaying,
         "control": control_status(session),
         "human": session.env.handover.status(),
+        "supervision": session.env.supervision.status(),
         "screen": {"width": session.env.declared_state.width, "height": session.env.declared_state.height},
         "episodes": [p.name for p in reversed(session.episodes) if p.is_dir()],
     }
@@ -257,6 +260,13 @@ async def post_recording(request: RecordingRequest = Body(...), session: Session
         return _json({"state": "none", "discarded": recorder.path.name})
     command = recording_routes.RecordingCommand(command=request.command)
     return _json(await recording_routes.command(server, session, command))
+
+
+@router.post(PREFIX + "/api/supervision")
+async def post_supervision(command: SupervisionCommand = Body(...),
+                           session: Session = Depends(page_session)) -> Response:
+    """Turn propose-and-accept on or off; accept, edit or override the agent's proposed action (then done)."""
+    return _json(await run_supervision(session, command))
 
 
 @router.post(PREFIX + "/api/human")

@@ -13,7 +13,6 @@ to canonical actions for the agent's report.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 from typing import Any, Literal
@@ -22,11 +21,12 @@ import anyio
 from fastapi import APIRouter, Body, Depends, FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
-from .. import plugins
 from ..env.handover import MAX_TEXT, HandoverRecord
 from ..errors import ConfigError
 from .core import HciServer
 from .deps import CONTROL, get_server, session_for
+from ..vnc.rfb import POINTER_EVENT
+from .persons_turn import PersonsTurn
 from .sessions import Session
 
 log = logging.getLogger(__name__)
@@ -36,52 +36,38 @@ WHERE = "a person at a control viewer of this session (VNC or the collection pag
 
 
 class PersonSide:
-    """One session's person side: VNC's control follows the hand-over, and the person's input is kept."""
+    """One session's person side: a person's turn follows the hand-over (see persons_turn.py)."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
         self.handover = session.env.handover
+        self.turn = PersonsTurn(session)
         self._lock = threading.Lock()
-        self._events: list[Any] = []  # the person's input messages while they hold the desktop
         self._viewer: str | None = None  # the viewer that took it by its input (it hands back by leaving)
-        self._forced_before: Any = None
-        self._granted = False
         self.handover.observers.append(self._on_change)
-        session.vnc.taps.append(self._on_input)
+        session.vnc.taps.insert(0, self._on_input)  # before the turn's tap: the input that takes it is its first
         session.vnc.departures.append(self._on_viewer_left)
 
     def _on_change(self, event: str, record: HandoverRecord) -> None:
-        control = self.session.vnc.control
         if event == "accepted":
-            with self._lock:
-                self._events = []
-                self._forced_before, self._granted = control.status().forced, True
-            control.grant()  # the person's: the agent is refused even while they read, and idle time does not end it
+            self.turn.begin()
         elif event in ("handed_back", "hold_time_over", "unanswered", "cancelled"):
+            actions = self.turn.end()
             if event == "hold_time_over" and not record.actions:  # what they did before their time ran out
-                record.actions = self.actions()
+                record.actions = actions
             with self._lock:
-                granted, self._granted, self._viewer = self._granted, False, None
-            if granted:
-                # the agent's again at once: the person's viewer lets go (its next click or key would take it
-                # back, as any person's does; its pointer passing over the view does not)
-                control.let_go()
-                {None: control.auto, "human": control.grant, "agent": control.revoke}[self._forced_before]()
+                self._viewer = None
 
     def _on_input(self, viewer: Any, message: Any, arrived: float) -> None:
-        """A VNC tap (on the proxy's loop): the first input while the agent waits takes the desktop."""
-        status = self.handover.current
-        if status == "requested":
+        """A VNC tap (on the proxy's loop): the first input that acts (not a pointer passing over the view), while
+        the agent waits, takes the desktop."""
+        if (message.type != POINTER_EVENT or message.mask) and self.handover.current == "requested":
             try:
                 self.handover.accept(f"viewer {viewer.id}", at=arrived)
                 with self._lock:
                     self._viewer = viewer.id
             except Exception as exc:  # another person took it meanwhile: theirs
                 log.info("viewer %s could not take the hand-over: %s", viewer.id, exc)
-            status = self.handover.current
-        if status == "held":
-            with self._lock:
-                self._events.append(dataclasses.replace(message, i=len(self._events), t=arrived))
 
     def _on_viewer_left(self, viewer: Any) -> None:
         with self._lock:
@@ -92,22 +78,12 @@ class PersonSide:
             except Exception as exc:  # noqa: BLE001 - handed back meanwhile
                 log.info("viewer %s left; the hand-over had ended: %s", viewer.id, exc)
 
-    def actions(self) -> list[dict[str, Any]]:
-        """What the person has done so far, as canonical actions."""
-        with self._lock:
-            events = list(self._events)
-        if not events:
-            return []
-        reduce_events = plugins.load(plugins.RECORDERS, "reduce_events")
-        state = self.session.env.declared_state
-        return [r.action for r in reduce_events(events, screen=(state.width, state.height))]
-
     def accept(self, person: str) -> dict[str, Any]:
         self.handover.accept(person)
         return self.handover.status()
 
     def hand_back(self, note: str, *, leaving: bool = False) -> dict[str, Any]:
-        actions = self.actions()
+        actions = self.turn.actions()
         self.handover.hand_back(note or ("" if not leaving else "(the person's viewer left)"), actions)
         return self.handover.status()
 

@@ -52,6 +52,8 @@ class Session:
     collect: Any = None
     #: The person's side of the agent's hand-over (hci_envs.server.handover_routes.PersonSide), with VNC.
     handover_side: Any = None
+    #: Propose and accept's side (hci_envs.server.supervision_routes.SupervisionSide), with VNC.
+    supervision_side: Any = None
     #: How the session's agent acts: "tools" (one tool per call) or "code" (CodeAct).
     mode: Literal["tools", "code"] = "tools"
     #: Blocking calls this session runs at once, and how many may wait.

@@ -1,9 +1,10 @@
 """Who may drive the desktop: the agent, or a person who took over through VNC.
 
-A viewer with the control role takes the desktop with its first input that acts (a key, a button, the wheel,
-its clipboard: a pointer only passing over the view does not take it, and does not move the agent's pointer);
-from then until it disconnects, or has sent no input for ``timeout`` seconds, agent input tools are refused
-with a clear error (screenshots still work), and other controlling viewers watch. The control plane can force
+A viewer with the control role takes the desktop with its first input; from then until it disconnects, or
+has sent no input for ``timeout`` seconds, agent input tools are refused with a clear error (screenshots
+still work), and other controlling viewers watch. A viewer that :meth:`let_go` (a person handed the desktop
+back) takes it again only with input that acts (a key, a button, the wheel): its pointer passing over the
+view is dropped meanwhile, so that the agent is not refused because the person's hand rests on the mouse. The control plane can force
 either side: ``grant()`` gives people the desktop (agents refused even before anyone types), ``revoke()`` gives
 it to the agent (human input is dropped), ``auto()`` returns to taking turns.
 """
@@ -38,31 +39,37 @@ class HumanControl:
         self._viewer: str | None = None
         self._last_input = 0.0
         self._forced: Forced = None
+        self._let_go: set[str] = set()  # viewers whose bare pointer moves do not take the desktop back
 
     def _held(self, now: float) -> bool:
         return self._viewer is not None and now - self._last_input < self.timeout
 
     def human_input(self, viewer: str, acts: bool = True) -> bool:
-        """A controlling viewer sent input: may it reach the desktop? Taking it if free and the input ``acts``
-        (a bare pointer move does not: it goes on only from the viewer that holds the desktop)."""
+        """A controlling viewer sent input: may it reach the desktop? Taking it if free. ``acts``: not a bare
+        pointer move (which does not take it back for a viewer that let go)."""
         now = time.monotonic()
         with self._lock:
             if self._forced == "agent":
                 return False
             if self._held(now) and self._viewer != viewer:
                 return False
-            if not acts and self._forced != "human" and not (self._held(now) and self._viewer == viewer):
-                return False
+            if viewer in self._let_go:
+                if not acts and self._forced != "human":
+                    return False
+                self._let_go.discard(viewer)
             self._viewer, self._last_input = viewer, now
             return True
 
     def let_go(self) -> None:
         """Whoever holds the desktop by their input lets it go now (a person handed it back to the agent)."""
         with self._lock:
+            if self._viewer is not None:
+                self._let_go.add(self._viewer)
             self._viewer = None
 
     def viewer_left(self, viewer: str) -> None:
         with self._lock:
+            self._let_go.discard(viewer)
             if self._viewer == viewer:
                 self._viewer = None
 

@@ -196,6 +196,69 @@ function showHuman(human) {
   }
 }
 
+// -- propose and accept: the agent's next action, drawn on the view, waits for the person's decision ---------------
+let proposalShown = null;    // the id of the proposal whose action fills the edit box
+
+function proposalPoint(action) {
+  if (action.x !== undefined && action.y !== undefined) return [action.x, action.y];
+  if (action.path?.length) return action.path[0];
+  return null;
+}
+
+function showProposal(supervision) {
+  if (!supervision) return;
+  const box = $('#proposal');
+  const proposal = supervision.proposal;
+  const overriding = Boolean(proposal?.overriding);
+  box.dataset.state = proposal ? (overriding ? 'overriding' : 'waiting') : supervision.on ? 'on' : 'off';
+  box.dataset.proposal = proposal ? String(proposal.id) : '';
+  if (document.activeElement !== $('#supervise')) $('#supervise').checked = supervision.on;
+  const last = supervision.last;
+  $('#proposal-text').textContent = proposal
+    ? (overriding ? 'Do it yourself on the desktop, then press Done: what you do is the agent\'s answer.'
+      : `The agent proposes: ${describe({ action: proposal.action })}. Accept it, edit it below, or do it yourself ` +
+        `(it runs as proposed in ${Math.round(proposal.decide_within_seconds)} s).`)
+    : supervision.on ? `On: the agent's next input action waits for you.${last ? ` Last: ${last.decision}.` : ''}`
+      : 'Off: the agent\'s actions run at once.';
+  const editBox = $('#proposal-action');
+  if (proposal && proposalShown !== proposal.id) {
+    proposalShown = proposal.id;
+    editBox.value = JSON.stringify(proposal.action);
+  }
+  const waiting = Boolean(proposal) && !overriding;
+  $('#proposal-accept').disabled = busy || !waiting;
+  $('#proposal-edit').disabled = busy || !waiting;
+  $('#proposal-override').disabled = busy || !waiting;
+  $('#proposal-done').disabled = busy || !overriding;
+  editBox.disabled = !waiting;
+  drawProposal(waiting ? proposal.action : null);
+}
+
+function drawProposal(action) {
+  // where the action would act, over the view (noVNC scales the screen into the canvas), and what it would type
+  const mark = $('#proposal-mark');
+  const canvas = $('#screen canvas');
+  if (!action || !canvas || !last?.screen) {
+    mark.hidden = true;
+    return;
+  }
+  const panel = $('#desktop-panel').getBoundingClientRect();
+  const box = canvas.getBoundingClientRect();
+  const scale = box.width / last.screen.width;
+  const point = proposalPoint(action) ?? [24, 24];
+  mark.style.left = `${box.left - panel.left + (point[0] + 0.5) * scale}px`;
+  mark.style.top = `${box.top - panel.top + (point[1] + 0.5) * scale}px`;
+  mark.dataset.type = action.type;
+  mark.querySelector('span').textContent = describe({ action });
+  mark.hidden = false;
+}
+
+function decide(decision, extra = {}) {
+  const id = Number($('#proposal').dataset.proposal);
+  return run(() => api('POST', 'api/supervision', {
+    decision, proposal: id, person: $('#person').value.trim() || 'a person at the collection page', ...extra }));
+}
+
 // -- state ------------------------------------------------------------------------------------------------------
 function updateButtons() {
   const state = last?.recording?.state ?? 'none';
@@ -247,6 +310,7 @@ function showState(state) {
     ? `Replaying ${state.replaying}: your input is ignored until it ends.`
     : asking ? `The agent asks for a person: ${state.human.reason}` : '';
   showHuman(state.human);
+  showProposal(state.supervision);
   updateButtons();
 
   const key = JSON.stringify([state.episodes, recording.state, recording.episode]);
@@ -508,6 +572,21 @@ $('#load-task').addEventListener('click', () => run(async () => {
   await api('POST', 'api/task', { task });
 }));
 
+$('#supervise').addEventListener('change', () => run(() => api('POST', 'api/supervision', {
+  on: $('#supervise').checked })));
+$('#proposal-accept').addEventListener('click', () => decide('accept'));
+$('#proposal-edit').addEventListener('click', () => {
+  let action;
+  try {
+    action = JSON.parse($('#proposal-action').value);
+  } catch (error) {
+    showError(new Error(`the edited action is not JSON: ${error.message}`));
+    return;
+  }
+  decide('edit', { action });
+});
+$('#proposal-override').addEventListener('click', () => decide('override'));
+$('#proposal-done').addEventListener('click', () => decide('done'));
 $('#accept').addEventListener('click', () => run(() => api('POST', 'api/human', {
   command: 'accept', person: $('#person').value.trim() || 'a person at the collection page' })));
 $('#hand-back').addEventListener('click', () => run(async () => {
