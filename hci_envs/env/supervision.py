@@ -9,7 +9,8 @@ type), and the person
   * **overrides** it: it does not run; the desktop is the person's until they say they are done, and what
     they did is the agent's answer (their input, reduced to canonical actions by the server).
 
-Nobody deciding within ``decide_within`` seconds runs it as proposed (``timed_out``). The agent's call waits
+Nobody deciding within ``decide_within`` seconds runs it as proposed (``timed_out``); an override not said done
+within OVERRIDE_FOR seconds ends as done. The agent's call waits
 for the decision (its step deadline goes on) and its result says what was decided. Each decision, beside its
 proposal, is told to the observers (the recorder keeps them: meta.json's ``proposals``).
 """
@@ -33,6 +34,8 @@ Decision = Literal["accept", "edit", "override", "timed_out", "cancelled"]
 
 #: Seconds a proposal waits for a decision, by default.
 DEFAULT_DECIDE_WITHIN = 120.0
+#: Seconds a person who overrode a proposal may act before the agent's call answers with what they did.
+OVERRIDE_FOR = 600.0
 _ids = itertools.count(1)
 
 
@@ -93,8 +96,8 @@ class Supervision:
         with self._lock:
             self.on = bool(on)
             waiting = self._current
-        if not on and waiting is not None:
-            self._decide(waiting, "accept", person="(supervision turned off)")
+        if not on and waiting is not None:  # an override ends with what the person did; a proposal runs
+            self._decide(waiting, "override" if waiting.overriding else "accept", person=waiting.person)
 
     # -- the agent's side ------------------------------------------------------------------------------
     def propose(self, action: dict[str, Any], validate: Callable[[dict[str, Any]], dict[str, Any]],
@@ -112,8 +115,8 @@ class Supervision:
             if interrupt is not None and interrupt.is_set():
                 self._decide(proposal, "cancelled")
                 break
-            if not proposal.overriding and time.monotonic() >= proposal.decide_by:
-                self._decide(proposal, "timed_out")
+            if time.monotonic() >= proposal.decide_by:
+                self._decide(proposal, "override" if proposal.overriding else "timed_out")
         return proposal
 
     # -- the person's side -----------------------------------------------------------------------------
@@ -154,6 +157,7 @@ class Supervision:
         elif decision == "override":
             with self._lock:
                 proposal.overriding, proposal.person = True, person
+                proposal.decide_by = time.monotonic() + OVERRIDE_FOR
             self._tell("overriding", proposal)
         elif decision == "done":
             self._decide(proposal, "override", person=person, actions=actions or [])

@@ -41,7 +41,9 @@ class SupervisionSide:
         if event == "overriding":
             self.turn.begin()
         elif event in ENDING and self.turn.active:
-            self.turn.end()
+            actions = self.turn.end()
+            if event == "override" and not proposal.actions:  # ended without done (time, the mode turned off)
+                proposal.actions = actions
 
     def run(self, command: SupervisionCommand) -> dict[str, Any]:
         if command.on is not None:
