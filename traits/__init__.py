@@ -9,7 +9,7 @@
 from .bash import BashAccess
 from .envs import AssistedDesktopEnv, DesktopEnv, WorkstationEnv
 from .hci import HumanComputerInterfaceable
-from .people import AsksForHelp
+from .ask_human import AsksForHelp
 from .python import PythonAccess
 
 __all__ = ["AsksForHelp", "AssistedDesktopEnv", "BashAccess", "DesktopEnv", "HumanComputerInterfaceable",

@@ -6,7 +6,7 @@ from hci_envs.env.environment import Environment
 
 from .bash import BashAccess
 from .hci import HumanComputerInterfaceable
-from .people import AsksForHelp
+from .ask_human import AsksForHelp
 from .python import PythonAccess
 
 

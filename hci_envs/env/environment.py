@@ -17,7 +17,6 @@ raises out of ``step``.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import logging
 import threading
@@ -28,22 +27,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import deadline
 from ..actions.models import ActionBase
-from .handover import RECENT_ACTIONS, describe_action
-
-#: Tools that may run while a hand-over pauses the agent, besides the read-only ones: waiting for the person,
-#: and asking (which answers that a person was already asked).
-PAUSED_TOOLS = frozenset({"wait", "ask_human"})
 from ..tools.codeact import BASE_TOOLS, CODE_TOOL, EnvironmentTools
 from .assembly import DesktopFactory, EnvironmentHooks, EnvironmentParts, assemble
+from .people import PAUSED_TOOLS, PeopleInTheLoop
 from ..errors import (
     ActionError,
     ConfigError,
     DesktopDiedError,
     DesktopError,
     EnvironmentStateError,
-    HandoverError,
     HciEnvsError,
-    HumanControlError,
     InvalidActionError,
     ModeError,
     UnknownToolError,
@@ -78,7 +71,7 @@ def image_data(image: Any) -> ImageData:
 STEP_REWARD = 0.0
 
 
-class Environment(EnvironmentTools):
+class Environment(PeopleInTheLoop, EnvironmentTools):
     """Base of every environment: owns one desktop per episode and the tools of its traits.
 
     Compose it with traits: ``class MyEnv(HumanComputerInterfaceable, BashAccess, Environment)``.
@@ -132,14 +125,8 @@ class Environment(EnvironmentTools):
         self.isolation = parts.isolation
         self.limits = parts.limits
         self.network = parts.network
-        #: The agent's hand-over to a person (``ask_human``): see :mod:`hci_envs.env.handover`.
-        self.handover = parts.handover
-        self._recent: collections.deque[dict[str, Any]] = collections.deque(maxlen=RECENT_ACTIONS)
-        self.executor.observers.append(self._note_action)
         self._tool_depth = 0  # tool calls in progress on this environment's lock: CodeAct's are nested
-        #: Propose and accept (see :mod:`hci_envs.env.supervision`): off unless asked for.
-        self.supervision = parts.supervision
-        self._agent_calls = threading.local()  # this thread is running the agent's tool call or step
+        self._join_people(parts)
         # What the current episode runs on: its desktop (None until the first reset), home and agent account.
         self.desktop: VirtualDesktop | None = None
         current = self.new_desktop_parts()
@@ -268,27 +255,6 @@ class Environment(EnvironmentTools):
             # the hand-over's news goes with the outermost result: a CodeAct call's, not a tool its code called
             return self._with_notices(output, news=self._tool_depth == 0)
 
-    @contextlib.contextmanager
-    def _agent_call(self) -> Any:
-        self._agent_calls.depth = getattr(self._agent_calls, "depth", 0) + 1
-        try:
-            yield
-        finally:
-            self._agent_calls.depth -= 1
-
-    @property
-    def agent_acting(self) -> bool:
-        """Whether this thread is running one of the agent's calls (a tool, a step), not the control plane's (a
-        task's set-up through :meth:`perform`) or a replay's: only the agent's actions are proposed."""
-        return getattr(self._agent_calls, "depth", 0) > 0 and not self._performing
-
-    def _refuse_while_paused(self) -> None:
-        """While a hand-over pauses the agent, whatever could act on the desktop is refused, not only the input
-        tools: a shell or an interpreter could drive it too (xdotool)."""
-        blocked = self.handover.agent_blocked()
-        if blocked:
-            raise HumanControlError(blocked)
-
     def _with_notices(self, output: Any, news: bool = True) -> Any:
         """``output`` with what the kernel did for the session's limits since the last result, if anything (a
         process it stopped for memory, forks it refused: the agent learns why its program died), and with the
@@ -308,33 +274,6 @@ class Environment(EnvironmentTools):
             if report and self.desktop is not None and not output.images:
                 output.images = [self.executor.run({"type": "screenshot"}).image]
         return output
-
-    def _handover_news(self) -> tuple[str | None, bool]:
-        """What the agent is told of the hand-over with its next result: the report once it ended (True), or
-        that it still runs, or nothing."""
-        report = self.handover.take_report()
-        if report is not None:
-            return report, True
-        blocked = self.handover.agent_blocked()
-        return (f"[human] {blocked}" if blocked else None), False
-
-    def _note_action(self, action: Any, result: Any) -> None:
-        """The executor's observer: the agent's last actions, shown to the person it asks for help."""
-        if not action.read_only and action.type != "wait" and not self._performing:
-            self._recent.append({"action": describe_action(action.model_dump(mode="json", exclude_defaults=True)
-                                                           | {"type": action.type}), "text": result.text})
-
-    def ask_human_for(self, reason: str) -> dict[str, Any]:
-        """The agent asks for a person (the ``ask_human`` tool): the episode pauses for it until a person hands
-        the desktop back or nobody answers in time (see :mod:`hci_envs.env.handover`)."""
-        with self._lock:
-            self.episode.require_running()
-            if self.hooks.people is None:
-                raise HandoverError("no person can answer here: this environment is not served with VNC viewers "
-                                    "or a collection page (serve it, with --vnc-port or the collection page)")
-            record = self.handover.request(reason, list(self._recent))
-            return {"status": "requested", "reason": record.reason, "where": self.hooks.people,
-                    "answer_within_seconds": self.handover.answer_within}
 
     def run_code(self, code: str, *, timeout: float = DEFAULT_CODE_TIMEOUT,
                  max_output: int = DEFAULT_CODE_OUTPUT) -> Any:
@@ -386,15 +325,13 @@ class Environment(EnvironmentTools):
         e = self.episode
         if not e.pristine and e.started and not e.closed:
             self.interrupt_agent()
-        self.handover.cancel()  # a new episode: whoever was asked for the old one is not wanted any more
-        self._recent.clear()
+        self._people_leave()  # a new episode: whoever was asked for the old one is not wanted any more
         with self._lock:
             if e.closed:
                 raise EnvironmentStateError("the environment is closed")
             if self.mode == "production" and e.started:
                 raise ModeError("reset is disabled in production mode")
-            self.handover.cancel()  # again, under the lock: an ask_human that ran just before it asked the old episode
-            self._recent.clear()
+            self._people_leave()  # again, under the lock: an ask_human that ran just before asked the old episode
             snapshot = options.pop("snapshot", None)
             new_state = options.pop("start_state", None)
             if options:
@@ -733,7 +670,7 @@ class Environment(EnvironmentTools):
             if self.episode.closed:
                 return
             self.episode.closed = True
-            self.handover.cancel()
+            self._people_leave()
             if self.episode.started:
                 self._session_end_hook()
             self.code.close()
