@@ -314,17 +314,24 @@ class Recorder:
             if self.state == "stopped":
                 return
             self._emit(self._reducer.flush())
-            record = {"id": proposal.id, "action": proposal.action, "decision": event,
+            record = {"id": proposal.id, "action": self._masked(proposal.action), "decision": event,
                       "proposed_at": round(proposal.proposed_at - self._origin, 6),
                       "decided_at": round((proposal.decided_at or time.monotonic()) - self._origin, 6)}
-            for key in ("edited", "person"):
-                if getattr(proposal, key) is not None:
-                    record[key] = getattr(proposal, key)
+            if proposal.edited is not None:
+                record["edited"] = self._masked(proposal.edited)
+            if proposal.person is not None:
+                record["person"] = proposal.person
             self._proposals.append(record)
             self._raw.write({"i": self._i, "t": record["decided_at"], "source": "control", "msg": "proposal",
                              **{k: v for k, v in record.items() if k not in ("proposed_at", "decided_at")}})
             self._i += 1
             write_json_atomic(self.path / "meta.json", self._meta())
+
+    def _masked(self, action: dict[str, Any]) -> dict[str, Any]:
+        """An action as the episode keeps it: with ``mask_text``, what it types as asterisks, as for steps."""
+        if self.mask_text and action.get("type") in ("type_text", "clipboard_set"):
+            return {**action, "text": "*" * len(action.get("text", ""))}
+        return action
 
     def _on_env_event(self, event: str) -> None:
         if event == "reset":
@@ -386,8 +393,7 @@ class Recorder:
             del data["element"]
             data.pop("scale", None)
             data["x"], data["y"] = result.data["x"], result.data["y"]
-        if self.mask_text and action.type in ("type_text", "clipboard_set"):
-            data["text"] = "*" * len(data.get("text", ""))
+        data = self._masked(data)
         with self._lock:
             index = self._i
             self._i += 1

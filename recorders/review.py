@@ -11,9 +11,12 @@ out (:func:`split_reviewed`): what a demonstrator did not submit never reaches a
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -44,6 +47,25 @@ def submit_episode(path: str | Path, *, first: int, last: int, success: bool, co
     """Keep steps ``first`` to ``last`` (indexes, both kept) of the pending episode at ``path``, delete the rest,
     note the verdict and submit it. Returns meta.json's new ``review``."""
     path = Path(path)
+    with _reviewing(path):
+        return _submit(path, first, last, success, comment)
+
+
+@contextlib.contextmanager
+def _reviewing(path: Path) -> Iterator[None]:
+    """One review of an episode at a time (two submits at once would trim each other's files)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise EnvironmentStateError(f"episode {path.name!r} is being submitted already") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _submit(path: Path, first: int, last: int, success: bool, comment: str) -> dict[str, Any]:
     episode = load_episode(path)  # a damaged episode is refused before anything is touched
     review = episode.meta.get("review")
     if not isinstance(review, dict) or review.get("state") != "pending":
@@ -76,17 +98,18 @@ def submit_episode(path: str | Path, *, first: int, last: int, success: bool, co
 
 def _trim(path: Path, meta: dict[str, Any], steps: list[dict[str, Any]], first: int, last: int) -> None:
     kept = [dict(s) for s in steps[first:last + 1]]
+    owners: dict[int, int] = {}  # an old owner's index -> the kept step that owns its frames now
     for n, step in enumerate(kept):
         step["index"] = n
-        owner = step.get("frame_shared_with")
-        if owner is not None:
-            if owner < first:  # the step that owned the pair is gone: this one owns it now
-                del step["frame_shared_with"]
-                for later in kept[n + 1:]:
-                    if later.get("frame_shared_with") == owner:
-                        later["frame_shared_with"] = n
-            else:
-                step["frame_shared_with"] = owner - first
+        owner = step.pop("frame_shared_with", None)
+        if owner is None:
+            continue
+        if owner >= first:
+            step["frame_shared_with"] = owner - first
+        elif owner in owners:  # its owner is gone: the first kept step that shared it owns the frames now
+            step["frame_shared_with"] = owners[owner]
+        else:
+            owners[owner] = n
     # the raw input of the kept steps, and what came between them (moves, unreduced keys): nothing before the
     # first kept step's input, nothing after the last one's
     spans = [s["raw"] for s in kept if s.get("raw")]
@@ -113,6 +136,9 @@ def _trim(path: Path, meta: dict[str, Any], steps: list[dict[str, Any]], first: 
     meta["counts"] = {**(meta.get("counts") or {}), "raw": len(raw), "actions": len(kept), "frames": len(frames)}
     meta["handovers"] = [h for h in meta.get("handovers") or []
                          if h.get("ended_at", float("inf")) >= t_low and h["requested_at"] <= t_high]
+    # a proposal belongs to the steps it was decided for: those kept (what was left out goes, proposals too)
+    meta["proposals"] = [p for p in meta.get("proposals") or []
+                         if p.get("decided_at", p["proposed_at"]) >= t_low and p["proposed_at"] <= t_high]
     write_json_atomic(path / "meta.json", meta)
     _encode_again(path)
 

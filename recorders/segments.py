@@ -101,13 +101,13 @@ def _proposal_pairs(episode: Episode) -> list[dict[str, Any]]:
     (the chosen step's before-frame: nothing ran between the proposal and it)."""
     pairs = []
     for proposal in episode.meta.get("proposals") or []:
-        decided = proposal.get("decided_at", 0.0)
-        if proposal["decision"] == "edit":
-            chosen = next((s for s in episode.actions if s.get("source") == "agent" and s["t_start"] >= decided
-                           and s["action"] == proposal.get("edited")), None)
-        elif proposal["decision"] == "override":
+        proposed, decided = proposal["proposed_at"], proposal.get("decided_at", float("inf"))
+        if proposal["decision"] == "edit":  # the agent's step that ran right after the decision: the edit
+            chosen = next((s for s in episode.actions if s.get("source") == "agent" and s["t_start"] >= proposed
+                           and s["action"].get("type") == (proposal.get("edited") or {}).get("type")), None)
+        elif proposal["decision"] == "override":  # the person's first step while they overrode it
             chosen = next((s for s in episode.actions if s.get("source") == "human"
-                           and s["t_start"] >= proposal["proposed_at"]), None)
+                           and proposed <= s["t_start"] <= decided), None)
         else:
             continue
         if chosen is None:

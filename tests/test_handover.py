@@ -492,3 +492,42 @@ def test_a_reset_cancels_a_proposal_waiting_for_a_decision():
         assert isinstance(waiting["error"], HandoverError) and "was reset while your action waited" in str(
             waiting["error"])
         assert env.supervision.current() is None and env.desktop.typed == ""
+
+
+@pytest.mark.fake
+def test_edits_are_input_actions_by_coordinates_and_a_step_deadline_ends_the_wait():
+    from hci_envs.errors import ActionTimeoutError
+
+    with _supervised() as env:
+        env.reset()
+        waiting = _proposed(env, lambda: env.call_tool("type_text", {"text": "x"}))
+        proposal = env.supervision.current()
+        for edit, message in (({"type": "screenshot"}, "an edit is an input action, not screenshot"),
+                              ({"type": "click", "element": 3}, "not an element number"),
+                              ({"type": ["click"]}, "unknown action type")):
+            with pytest.raises((ConfigError, InvalidActionError), match=message):
+                env.supervision.decide(proposal.id, "edit", action=edit)
+        env.supervision.turn(False)  # the people stop deciding: it runs, and the episode says why
+        waiting["thread"].join(10)
+        assert "turned propose-and-accept off; your action ran" in waiting["result"].text
+        assert env.state.supervision["last"]["decision"] == "turned_off" and env.desktop.typed == "x"
+        env.supervision.turn(True)
+        start = time.monotonic()
+        obs = env.step({"type": "type_text", "text": "never"}, timeout_s=0.5)
+        assert time.monotonic() - start < 5 and obs.error["code"] == "TIMEOUT", obs.error
+        assert "did not run" in obs.error["message"] and env.desktop.typed == "x"
+
+
+@pytest.mark.fake
+def test_a_proposal_that_runs_while_a_person_holds_the_desktop_is_refused():
+    from hci_envs.traits import DesktopEnv
+
+    holder: list[str] = []
+    hooks = EnvironmentHooks(input_blocked=lambda: holder[0] if holder else None)
+    with DesktopEnv(desktop="fake", start_state={"width": 320, "height": 240, "apps": [{"command": ["app"]}]},
+                    hooks=hooks, supervise=True, decide_within=0.5) as env:
+        env.reset()
+        waiting = _proposed(env, lambda: env.call_tool("type_text", {"text": "x"}))
+        holder.append("desktop under human control: a person is using it over VNC")  # they took it meanwhile
+        waiting["thread"].join(10)
+        assert isinstance(waiting["error"], HumanControlError) and env.desktop.typed == ""

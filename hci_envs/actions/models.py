@@ -480,7 +480,7 @@ def _validate(data: Any) -> _Action:
             raise InvalidActionError(
                 f"action has no 'type'; expected one of: {', '.join(ACTIONS)}", field="type"
             )
-        if isinstance(data, dict) and data["type"] not in ACTIONS:
+        if isinstance(data, dict) and (not isinstance(data["type"], str) or data["type"] not in ACTIONS):
             raise InvalidActionError(
                 f"unknown action type {data['type']!r}; expected one of: {', '.join(ACTIONS)}", field="type"
             )

@@ -25,12 +25,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..errors import ConfigError, HandoverError
+from .. import deadline
+from ..errors import ActionTimeoutError, ConfigError, HandoverError
+from ..errors import HumanControlError
 from .handover import describe_action
 
 log = logging.getLogger(__name__)
 
-Decision = Literal["accept", "edit", "override", "timed_out", "cancelled"]
+Decision = Literal["accept", "edit", "override", "timed_out", "turned_off", "cancelled"]
+#: Every decision that ends a proposal.
+DECISIONS = ("accept", "edit", "override", "timed_out", "turned_off", "cancelled")
 
 #: Seconds a proposal waits for a decision, by default.
 DEFAULT_DECIDE_WITHIN = 120.0
@@ -97,7 +101,7 @@ class Supervision:
             self.on = bool(on)
             waiting = self._current
         if not on and waiting is not None:  # an override ends with what the person did; a proposal runs
-            self._decide(waiting, "override" if waiting.overriding else "accept", person=waiting.person)
+            self._decide(waiting, "override" if waiting.overriding else "turned_off", person=waiting.person)
 
     # -- the agent's side ------------------------------------------------------------------------------
     def propose(self, action: dict[str, Any], validate: Callable[[dict[str, Any]], dict[str, Any]],
@@ -112,7 +116,8 @@ class Supervision:
             self._current = proposal
         self._tell("proposed", proposal)
         while not proposal._settled.wait(0.05):
-            if interrupt is not None and interrupt.is_set():
+            left = deadline.remaining()  # the agent's step's own time limit (this is the agent's thread)
+            if (interrupt is not None and interrupt.is_set()) or (left is not None and left <= 0):
                 self._decide(proposal, "cancelled")
                 break
             if time.monotonic() >= proposal.decide_by:
@@ -135,7 +140,7 @@ class Supervision:
         return out
 
     def decide(self, proposal_id: int, decision: Literal["accept", "edit", "override", "done"], *,
-               action: dict[str, Any] | None = None, person: str = "a person",
+               action: dict[str, Any] | None = None, person: str | None = None,
                actions: list[dict[str, Any]] | None = None) -> Proposal:
         """The person's decision on the proposal ``proposal_id``: accept, edit (with ``action``), override (the
         desktop is theirs), then done (with what they did, ``actions``)."""
@@ -153,16 +158,16 @@ class Supervision:
                 raise ConfigError("edit needs the action to run instead", field="action")
             assert proposal.validate is not None
             checked = proposal.validate(action)
-            self._decide(proposal, "edit", person=person, edited=checked)
+            self._decide(proposal, "edit", person=person or "a person", edited=checked)
         elif decision == "override":
             with self._lock:
-                proposal.overriding, proposal.person = True, person
+                proposal.overriding, proposal.person = True, person or "a person"
                 proposal.decide_by = time.monotonic() + OVERRIDE_FOR
             self._tell("overriding", proposal)
         elif decision == "done":
             self._decide(proposal, "override", person=person, actions=actions or [])
         else:
-            self._decide(proposal, "accept", person=person)
+            self._decide(proposal, "accept", person=person or "a person")
         return proposal
 
     def _decide(self, proposal: Proposal, decision: Decision, *, person: str | None = None,
@@ -195,10 +200,17 @@ def supervisor(supervision: Supervision, executor: Any,
         if not supervision.on or not agent_acting():
             return action, ""
         proposed = action.model_dump(mode="json", exclude_defaults=True) | {"type": action.type}
-        proposal = supervision.propose(
-            proposed, lambda edited: executor.validate(edited).model_dump(mode="json", exclude_defaults=True)
-            | {"type": edited.get("type")}, interrupt=executor.interrupt)
+        proposal = supervision.propose(proposed, lambda edited: _edit(executor, edited), interrupt=executor.interrupt)
         who = proposal.person or "a person"
+        if proposal.decision == "cancelled":
+            left = deadline.remaining()
+            if left is not None and left <= 0:
+                raise ActionTimeoutError(f"{action.type}: the step's time limit passed while the action waited for "
+                                         "a person's decision; it did not run")
+            raise HandoverError("the episode was reset while your action waited for a person's decision")
+        blocked = executor.input_blocked()  # a person may have taken the desktop meanwhile
+        if blocked and proposal.decision != "override":
+            raise HumanControlError(blocked)
         if proposal.decision == "edit" and proposal.edited is not None:
             return executor.validate(proposal.edited), f"[human] {who} changed your action; this ran instead: " \
                                                        f"{describe_action(proposal.edited)}"
@@ -206,10 +218,22 @@ def supervisor(supervision: Supervision, executor: Any,
             done = "; ".join(describe_action(a) for a in proposal.actions) or "no input"
             return None, (f"[human] {who} did something else instead of your {describe_action(proposed)} "
                           f"({len(proposal.actions)} actions): {done}. Take a screenshot to see the desktop now.")
-        if proposal.decision == "cancelled":
-            raise HandoverError("the episode was reset while your action waited for a person's decision")
         if proposal.decision == "timed_out":
             return action, f"[human] nobody decided on your action in {supervision.decide_within:g}s; it ran"
+        if proposal.decision == "turned_off":
+            return action, "[human] the people turned propose-and-accept off; your action ran"
         return action, f"[human] {who} accepted your action"
 
     return supervise
+
+
+def _edit(executor: Any, edited: dict[str, Any]) -> dict[str, Any]:
+    """A person's edit, checked: an input action (doing nothing instead is an override with no input), by
+    coordinates (element numbers are the agent's own observation's), valid on this screen."""
+    if isinstance(edited, dict) and edited.get("element") is not None:
+        raise ConfigError("an edit names where to act with x and y, not an element number", field="element")
+    checked = executor.validate(edited)
+    if not checked.injects_input:
+        raise ConfigError(f"an edit is an input action, not {checked.type}; to do nothing instead, do it yourself "
+                          "(override) and say done without input", field="type")
+    return checked.model_dump(mode="json", exclude_defaults=True) | {"type": checked.type}

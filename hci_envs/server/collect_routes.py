@@ -315,7 +315,7 @@ async def delete(name: str, session: Session = Depends(page_session),
 
 
 class SubmitRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     #: The first and last steps kept (indexes); the others are deleted.
     first: int
     last: int
@@ -329,8 +329,10 @@ async def post_submit(name: str, request: SubmitRequest = Body(...),
     """Trim the episode to the steps kept (the rest is deleted), note whether it succeeded, and submit it: only
     then does a dataset export take it."""
     path = episode_path(session, name)
-    if _recording(session) and session.recorder.path == path:
-        raise EnvironmentStateError("this episode is being recorded: stop it first")
+    recorder = session.recorder
+    if recorder is not None and recorder.path == path and recorder.status()["state"] != "stopped":
+        # still recording, or stopping: the recorder writes the last frame, meta.json and the video until then
+        raise EnvironmentStateError(f"this episode is {recorder.status()['state']}: submit it once it has stopped")
     if collect_state(session).replaying == name:
         raise EnvironmentStateError("this episode is being replayed")
     submit = plugins.load(plugins.RECORDERS, "submit_episode")

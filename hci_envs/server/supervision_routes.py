@@ -19,14 +19,13 @@ import anyio
 from fastapi import APIRouter, Body, Depends, FastAPI
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..env.supervision import DECISIONS
 from ..errors import ConfigError
 from .core import HciServer
 from .deps import CONTROL, get_server, session_for
 from .persons_turn import PersonsTurn
 from .sessions import Session
 
-#: The decisions that end a proposal (the person's turn of an override ends with them too).
-ENDING = ("accept", "edit", "override", "timed_out", "cancelled")
 
 
 class SupervisionSide:
@@ -35,12 +34,25 @@ class SupervisionSide:
     def __init__(self, session: Session) -> None:
         self.supervision = session.env.supervision
         self.turn = PersonsTurn(session)
+        self.vnc = session.vnc
         self.supervision.observers.append(self._on_change)
+        session.vnc.departures.append(self._on_viewer_left)
+
+    def _on_viewer_left(self, viewer: Any) -> None:
+        """An override whose people have all gone (no control viewer left) is done, with what they did."""
+        proposal = self.supervision.current()
+        if proposal is None or not proposal.overriding:
+            return
+        if not any(v.role == "control" for v in self.vnc.viewers.values()):
+            try:
+                self.supervision.decide(proposal.id, "done", actions=self.turn.actions())
+            except Exception:  # noqa: BLE001 - decided meanwhile
+                pass
 
     def _on_change(self, event: str, proposal: Any) -> None:
         if event == "overriding":
             self.turn.begin()
-        elif event in ENDING and self.turn.active:
+        elif event in DECISIONS and self.turn.active:
             actions = self.turn.end()
             if event == "override" and not proposal.actions:  # ended without done (time, the mode turned off)
                 proposal.actions = actions
@@ -65,13 +77,14 @@ def attach_supervision(server: HciServer, session: Session) -> dict[str, Any]:
 
 
 class SupervisionCommand(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     on: bool | None = None
     decision: Literal["accept", "edit", "override", "done"] | None = None
     proposal: int | None = None
     #: The action to run instead (edit).
     action: dict[str, Any] | None = None
-    person: str = Field("a person", min_length=1, max_length=200)
+    #: Who decides (None: whoever overrode, for done; else "a person").
+    person: str | None = Field(None, min_length=1, max_length=200)
 
 
 async def run_command(session: Session, command: SupervisionCommand) -> dict[str, Any]:
