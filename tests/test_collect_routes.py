@@ -631,3 +631,41 @@ def test_a_person_accepts_edits_and_overrides_the_agents_proposed_actions(collec
     made = subprocess.run([*hci_envs_command(), "export", stopped["path"], "--out", str(out), "--format", "pairs"],
                           capture_output=True, text=True, timeout=300)
     assert made.returncode == 0 and "wrote 2 preference pairs" in made.stdout, made.stdout + made.stderr
+
+
+def test_the_novnc_control_page_shows_the_request_and_hands_back(x11, browser, tmp_path):
+    """A person at the plain noVNC page (vnc_url) sees the agent's request, takes the desktop by using it, and
+    hands it back with a note from the banner; the view-only page shows no banner."""
+    need_programs("x11vnc", "mousepad", "chromium")
+    with ServerProcess("--env", "assisted-desktop", "--no-spare", "--episodes-dir", str(tmp_path)) as server, \
+            server.http() as http:
+        assert http.post("/reset", json={"task": TASK}).status_code == 200
+        state = http.get("/state").json()
+        context = browser.new_context(viewport=VIEWPORT)
+        try:
+            control, view = context.new_page(), context.new_page()
+            control.goto(state["vnc_url"])
+            view.goto(state["vnc_view_url"])
+            from playwright.sync_api import expect
+
+            canvas = control.locator("#noVNC_container canvas")
+            expect(canvas).to_be_visible(timeout=30000)
+            banner = control.locator("#hci-envs-human")
+            expect(banner).to_be_hidden()
+            with McpClient(f"{server.base_url}/mcp") as mcp:
+                mcp.ok("type_text", {"text": "dune"})
+                mcp.ok("ask_human", {"reason": "fix the last word please"})
+                expect(banner).to_be_visible(timeout=10000)
+                expect(banner).to_contain_text("The agent asks for a person: “fix the last word please”")
+                expect(banner).to_contain_text("type_text('dune')")
+                box = canvas.bounding_box()
+                control.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)  # takes it
+                expect(banner).to_have_attribute("data-status", "held", timeout=10000)
+                banner.locator("input").fill("looked, all fine")
+                banner.locator("button").click()
+                expect(banner).to_be_hidden(timeout=10000)
+                told = text_of(mcp.ok("cursor_position", {}))
+                assert "with a note: 'looked, all fine'" in told and "click(" in told, told
+            assert view.locator("#hci-envs-human").count() == 0 or view.locator("#hci-envs-human").is_hidden()
+        finally:
+            context.close()

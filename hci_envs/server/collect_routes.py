@@ -269,6 +269,12 @@ async def post_supervision(command: SupervisionCommand = Body(...),
     return _json(await run_supervision(session, command))
 
 
+@router.get(PREFIX + "/api/human")
+async def get_human(session: Session = Depends(page_session)) -> Response:
+    """The agent's hand-over (what the noVNC page's banner shows to control viewers)."""
+    return _json(session.env.handover.status())
+
+
 @router.post(PREFIX + "/api/human")
 async def post_human(command: HandoverCommand = Body(...), session: Session = Depends(page_session)) -> Response:
     """Take the desktop the agent asked a person for, or hand it back with a note for the agent."""

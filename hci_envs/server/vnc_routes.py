@@ -9,12 +9,13 @@ import asyncio
 import contextlib
 import logging
 import urllib.parse
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 import anyio
 from fastapi import APIRouter, Body, Depends, FastAPI, Request, WebSocket
-from fastapi.responses import JSONResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.staticfiles import StaticFiles
 
 from ..errors import ConfigError, DesktopDiedError, RfbError, SessionNotFoundError
@@ -179,6 +180,25 @@ async def vnc_index(request: Request) -> Any:
         )
     query = request.url.query
     return RedirectResponse(f"/vnc/vnc.html{'?' + query if query else ''}")
+
+
+@router.get("/vnc/vnc.html", include_in_schema=False)
+async def novnc_page() -> Any:
+    """Debian's noVNC page with the hand-over banner added (collect_page/vnc_human.js): a control viewer sees the
+    agent's request for a person there too."""
+    page = NOVNC_DIR / "vnc.html"
+    if not page.is_file():
+        return JSONResponse({"detail": "the noVNC page is not installed here; on Debian: apt-get install novnc"},
+                            status_code=503)
+    html = await anyio.to_thread.run_sync(page.read_text)
+    return HTMLResponse(html.replace("</body>", '<script src="hci-envs-human.js"></script>\n</body>', 1),
+                        headers={"Cache-Control": "no-store"})
+
+
+@router.get("/vnc/hci-envs-human.js", include_in_schema=False)
+async def novnc_human_script() -> Any:
+    data = resources.files("hci_envs.server").joinpath("collect_page", "vnc_human.js").read_bytes()
+    return Response(data, media_type="text/javascript; charset=utf-8", headers={"Cache-Control": "no-store"})
 
 
 @router.get("/vnc/package.json", include_in_schema=False)
