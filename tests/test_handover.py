@@ -451,6 +451,7 @@ def test_a_person_accepts_edits_or_overrides_each_proposed_action():
         env.supervision.decide(proposal.id, "edit", action={"type": "type_text", "text": " the"}, person="ana")
         waiting["thread"].join(10)
         assert "ana changed your action; this ran instead: type_text(' the')" in waiting["result"].text
+        assert "changed your action" in waiting["result"].data["human"]  # what CodeAct's call returns has it too
         assert env.desktop.typed == "draft the"
 
         waiting = _proposed(env, lambda: env.step({"type": "type_text", "text": " wrong"}))

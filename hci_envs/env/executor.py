@@ -142,7 +142,7 @@ class Executor:
             if self.supervise is not None:
                 decided, told = self.supervise(checked)
                 if decided is None:  # the person did something else instead: nothing of the agent's runs
-                    return ActionResult(checked.type, told)
+                    return ActionResult(checked.type, told, {"human": told})
                 checked = decided
         start = time.perf_counter()
         since = time.monotonic()
@@ -161,8 +161,9 @@ class Executor:
                 result.settled = self.settle(since)
                 self.land(result)
         result.elapsed_ms = (time.perf_counter() - start) * 1000
-        if told:
+        if told:  # in the text and in the data (a CodeAct call's value is its data)
             result.text = f"{told}\n{result.text}"
+            result.data["human"] = told
         for observer in list(self.observers):
             observer(checked, result)
         return result
