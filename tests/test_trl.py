@@ -221,6 +221,9 @@ def vllm_server(python: str, model: Path, log_path: Path) -> Iterator[str]:
 
 
 @pytest.mark.vllm
+# a hang guard sized for the work on a busy machine: an SFT warm-up, a vLLM server and two training runs, all on the
+# CPU (about 110 s alone, past 300 s beside a second test run); each run's own limit below bounds it too
+@pytest.mark.timeout(2100)
 def test_async_grpo_trains_on_desktops_from_a_dataset_and_from_tasks_the_environment_draws(episodes, tmp_path):
     """TRL's AsyncGRPOTrainer, unchanged: the model generates on a vLLM server, rollouts run in the trainer's
     spawned worker with the configured class as it pickled, tool results reach the model as strings (the text
