@@ -497,8 +497,6 @@ def test_a_reset_cancels_a_proposal_waiting_for_a_decision():
 
 @pytest.mark.fake
 def test_edits_are_input_actions_by_coordinates_and_a_step_deadline_ends_the_wait():
-    from hci_envs.errors import ActionTimeoutError
-
     with _supervised() as env:
         env.reset()
         waiting = _proposed(env, lambda: env.call_tool("type_text", {"text": "x"}))
