@@ -5,8 +5,8 @@
                                                          {"command": "hand_back", "note": "saved it"}
 
 (control plane; the collection page has its own route, under its secret.) A person also accepts by simply
-using the desktop: the first input of a control viewer while the agent waits takes it, in that viewer's name,
-and the hand-over goes back when that viewer leaves. While a person holds it, the desktop is theirs
+using the desktop: the first key or click of a control viewer while the agent waits takes it, in that viewer's
+name, and the hand-over goes back when that viewer leaves. While a person holds it, the desktop is theirs
 (VNC's control is forced to people, the agent refused); their input is kept and, when they hand back, reduced
 to canonical actions for the agent's report.
 """
@@ -23,9 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..env.handover import MAX_TEXT, HandoverRecord
 from ..errors import ConfigError
+from ..vnc.rfb import POINTER_EVENT
 from .core import HciServer
 from .deps import CONTROL, get_server, session_for
-from ..vnc.rfb import POINTER_EVENT
 from .persons_turn import PersonsTurn
 from .sessions import Session
 
