@@ -131,11 +131,12 @@ def test_execute_with_verification_waits_for_what_it_names(guest):
         "check_interval": 0.2})
     assert answer.status_code == 200 and answer.json()["verification"] == "passed", answer.text
     assert answer.json()["wait_time"] >= 0.5  # it waited for the window
-    guest.post("/setup/close_window", json={"window_name": "verify-me"})
     failed = guest.post("/setup/execute_with_verification", json={
         "command": ["true"], "verification": {"command_success": "test -e ~/never"}, "max_wait_time": 0.5,
         "check_interval": 0.1})
     assert failed.status_code == 500 and failed.json()["verification"] == "failed"
+    assert "verify-me" in failed.json()["windows"], failed.text  # the windows it saw: a failed set-up says why
+    guest.post("/setup/close_window", json={"window_name": "verify-me"})
 
 
 def test_screenshots_show_the_pointer_as_osworlds_do(guest):

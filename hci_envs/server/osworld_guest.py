@@ -193,12 +193,20 @@ class GuestApi:
                 if self._verified(desktop, verification):
                     return 200, {**answer, "verification": "passed", "wait_time": round(waited, 3)}
                 if waited >= max_wait:
+                    # the windows there were, so that a failed set-up says what it saw instead of what it missed
                     return 500, {**answer, "status": "verification_failed", "verification": "failed",
-                                 "wait_time": max_wait}
+                                 "wait_time": max_wait, "windows": self._titles(desktop)}
                 time.sleep(interval)
 
         status, answer = await self._call(run)
         return JSONResponse(answer, status_code=status)
+
+    @staticmethod
+    def _titles(desktop: Any) -> list[str]:
+        try:
+            return [desktop.input.window_title(w) for w in desktop.windows()]
+        except Exception as exc:  # noqa: BLE001 - the desktop may be gone: say so rather than fail the answer
+            return [f"(the windows could not be read: {type(exc).__name__}: {exc})"]
 
     def _verified(self, desktop: Any, verification: dict[str, Any]) -> bool:
         window = verification.get("window_exists")
