@@ -287,22 +287,17 @@ class Recorder:
         with self._lock:
             if self.state == "stopped":
                 return
-            # the actions so far end here: the person's first input starts a step of its own, not the agent's
-            self._emit(self._reducer.flush())
+            # (not the agent's last actions the person was shown: they are the episode's own steps, masked there)
             if event == "requested" or not self._handovers:
-                self._handovers.append({"reason": record.reason, "requested_at": episode_time(record.requested_at),
-                                        "recent_actions": record.recent_actions})
+                self._handovers.append({"reason": record.reason, "requested_at": episode_time(record.requested_at)})
             current = self._handovers[-1]
             if event == "accepted":
                 # when the person's first input arrived, if that is how they took it (before this is called)
                 current.update(person=record.person, accepted_at=episode_time(record.accepted_at))
             elif event != "requested":
                 current.update(ended_at=episode_time(record.ended_at), outcome=record.outcome, note=record.note)
-            now = episode_time(None)
-            self._raw.write({"i": self._i, "t": now, "source": "control", "msg": "handover", "event": event,
-                             **{k: current[k] for k in ("reason", "person", "note") if k in current}})
-            self._i += 1
-            write_json_atomic(self.path / "meta.json", self._meta())
+            self._note_control("handover", episode_time(None), {
+                "event": event, **{k: current[k] for k in ("reason", "person", "note") if k in current}})
 
     def _on_proposal(self, event: str, proposal: Any) -> None:
         """A person decided on an agent's action before it ran (propose and accept): the decision is kept beside
@@ -313,7 +308,6 @@ class Recorder:
         with self._lock:
             if self.state == "stopped":
                 return
-            self._emit(self._reducer.flush())
             record = {"id": proposal.id, "action": self._masked(proposal.action), "decision": event,
                       "proposed_at": round(proposal.proposed_at - self._origin, 6),
                       "decided_at": round((proposal.decided_at or time.monotonic()) - self._origin, 6)}
@@ -322,10 +316,16 @@ class Recorder:
             if proposal.person is not None:
                 record["person"] = proposal.person
             self._proposals.append(record)
-            self._raw.write({"i": self._i, "t": record["decided_at"], "source": "control", "msg": "proposal",
-                             **{k: v for k, v in record.items() if k not in ("proposed_at", "decided_at")}})
-            self._i += 1
-            write_json_atomic(self.path / "meta.json", self._meta())
+            self._note_control("proposal", record["decided_at"],
+                               {k: v for k, v in record.items() if k not in ("proposed_at", "decided_at")})
+
+    def _note_control(self, msg: str, t: float, fields: dict[str, Any]) -> None:
+        """A person's decision, in the raw stream and meta.json (under the lock). The actions so far end here: the
+        input that follows starts a step of its own, not one with the input before it."""
+        self._emit(self._reducer.flush())
+        self._raw.write({"i": self._i, "t": t, "source": "control", "msg": msg, **fields})
+        self._i += 1
+        write_json_atomic(self.path / "meta.json", self._meta())
 
     def _masked(self, action: dict[str, Any]) -> dict[str, Any]:
         """An action as the episode keeps it: with ``mask_text``, what it types as asterisks, as for steps."""

@@ -361,6 +361,7 @@ def test_an_agent_asks_a_person_fixes_and_hands_back_and_the_episode_keeps_the_c
     sources = [s["source"] for s in episode.actions]
     assert [h["outcome"] for h in episode.meta["handovers"]] == ["handed_back", "handed_back"]
     assert episode.meta["handovers"][0]["note"] == "fixed the typo and saved"
+    assert "recent_actions" not in episode.meta["handovers"][0]  # typed text lives in the steps, masked there
     # the agent's attempt, the person's correction, the agent's rest: in that order, each by its actor
     runs = [seg for n, seg in enumerate(segments) if n == 0 or seg != segments[n - 1]]
     # then the agent's wait for the person (written when it ended), the mouse move after the hand back (the

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from .. import deadline
 from ..errors import ActionTimeoutError, ConfigError, HandoverError
@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 Decision = Literal["accept", "edit", "override", "timed_out", "turned_off", "cancelled"]
 #: Every decision that ends a proposal.
-DECISIONS = ("accept", "edit", "override", "timed_out", "turned_off", "cancelled")
+DECISIONS: tuple[str, ...] = get_args(Decision)
 
 #: Seconds a proposal waits for a decision, by default.
 DEFAULT_DECIDE_WITHIN = 120.0

@@ -336,9 +336,9 @@ async def post_submit(name: str, request: SubmitRequest = Body(...),
     then does a dataset export take it."""
     path = episode_path(session, name)
     recorder = session.recorder
-    if recorder is not None and recorder.path == path and recorder.status()["state"] != "stopped":
-        # still recording, or stopping: the recorder writes the last frame, meta.json and the video until then
-        raise EnvironmentStateError(f"this episode is {recorder.status()['state']}: submit it once it has stopped")
+    state = recorder.status()["state"] if recorder is not None and recorder.path == path else "stopped"
+    if state != "stopped":  # recording, or stopping: the recorder writes the last frame, meta.json and the video
+        raise EnvironmentStateError(f"this episode is {state}: submit it once it has stopped")
     if collect_state(session).replaying == name:
         raise EnvironmentStateError("this episode is being replayed")
     submit = plugins.load(plugins.RECORDERS, "submit_episode")
