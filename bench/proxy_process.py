@@ -1,7 +1,8 @@
 """Runs the VNC proxy alone in its own process, in front of an x11vnc Unix socket, for bench_vnc.py.
 
     python proxy_process.py SOCKET_PATH PORT_FILE
-Writes the TCP port and the control password to PORT_FILE, then serves until killed.
+Writes the TCP port and the control password to PORT_FILE, then serves until killed. Its notice (the viewers'
+title, see VncSession.set_notice) changes twice a second, as a hand-over's would, only much more often.
 """
 
 import asyncio
@@ -28,6 +29,14 @@ async def main() -> None:
         if role is not None:
             await session.serve(stream, role, "tcp")
 
+    async def notices() -> None:
+        n = 0
+        while True:
+            await asyncio.sleep(0.5)
+            n += 1
+            session.set_notice(f"notice {n}" if n % 2 else None)
+
+    asyncio.ensure_future(notices())
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     Path(sys.argv[2]).write_text(f"{port} {session.control_password}")

@@ -66,7 +66,7 @@ class _WebSocketIO:
 class RfbClient:
     """Connect with ``RfbClient.tcp(port, password)`` or ``RfbClient.websocket(url)``."""
 
-    def __init__(self, io: Any, password: str | None) -> None:
+    def __init__(self, io: Any, password: str | None, *, names: bool = False) -> None:
         self.io = io
         version = io.recv_exact(12)
         assert version.startswith(b"RFB "), version
@@ -92,13 +92,14 @@ class RfbClient:
         self.name = io.recv_exact(name_len).decode(errors="replace")
         # 32 bits per pixel, little endian, true colour, BGRX: raw rectangles are then easy to read
         io.send(struct.pack(">BxxxBBBBHHHBBBxxx", 0, 32, 24, 0, 1, 255, 255, 255, 16, 8, 0))
-        io.send(struct.pack(">BxHi", 2, 1, 0))  # SetEncodings: raw only
+        # SetEncodings: raw only, and with ``names`` the desktop's name when it changes (DesktopName)
+        io.send(struct.pack(">BxHii", 2, 2, 0, -307) if names else struct.pack(">BxHi", 2, 1, 0))
         self.frame = bytearray(self.width * self.height * 4)
 
     @classmethod
-    def tcp(cls, port: int, password: str | None, host: str = "127.0.0.1") -> RfbClient:
+    def tcp(cls, port: int, password: str | None, host: str = "127.0.0.1", *, names: bool = False) -> RfbClient:
         sock = socket.create_connection((host, port), timeout=30)
-        return cls(_SocketIO(sock), password)
+        return cls(_SocketIO(sock), password, names=names)
 
     @classmethod
     def websocket(cls, url: str) -> RfbClient:
@@ -149,6 +150,9 @@ class RfbClient:
                         self.frame = bytearray(w * h * 4)
                     elif enc == -224:  # last rect
                         break
+                    elif enc == -307:  # the desktop's name
+                        (length,) = struct.unpack(">I", self.io.recv_exact(4))
+                        self.name = self.io.recv_exact(length).decode(errors="replace")
                     else:
                         raise AssertionError(f"unexpected encoding {enc}")
                 return rects

@@ -67,11 +67,12 @@ RUNTIME_APT = [
 #: the task suite and of the OSWorld-format tasks (a text editor, an office suite with its GTK front end, slides
 #: included, a file manager, a calculator, a media player, an image editor), xhost (the containment tests open
 #: a display), GTK's Python bindings (the accessibility tests' GTK window), pyatspi (the accessibility
-#: benchmark's baseline walk), and the command-line tools the OSWorld-format terminal tasks use.
+#: benchmark's baseline walk), the command-line tools the OSWorld-format terminal tasks use, and a native VNC
+#: viewer (TigerVNC's: the hand-over's notice in its title).
 TEST_APT = ["chromium", "mousepad", "xdotool", "scrot", "imagemagick", "debootstrap", "ca-certificates",
             "x11-xserver-utils", "libreoffice-writer", "libreoffice-calc", "libreoffice-impress",
             "libreoffice-gtk3", "vlc", "gimp", "pcmanfm", "galculator", "python3-gi", "gir1.2-gtk-3.0",
-            "python3-pyatspi", "zip", "unzip", "file", "sqlite3"]
+            "python3-pyatspi", "zip", "unzip", "file", "sqlite3", "tigervnc-viewer"]
 #: Agent accounts created by default: one per live session (a server's --max-sessions must not exceed it).
 AGENT_ACCOUNTS = 64
 #: Agent accounts are named NAME-N, one name per account (what their programs see of their user is NAME: see

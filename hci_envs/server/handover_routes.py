@@ -49,6 +49,7 @@ class PersonSide:
         session.vnc.departures.append(self._on_viewer_left)
 
     def _on_change(self, event: str, record: HandoverRecord) -> None:
+        self._show(event, record)
         if event == "accepted":
             self.turn.begin()
         elif event in ("handed_back", "hold_time_over", "unanswered", "cancelled"):
@@ -57,6 +58,16 @@ class PersonSide:
                 record.actions = actions
             with self._lock:
                 self._viewer = None
+
+    def _show(self, event: str, record: HandoverRecord) -> None:
+        """Every viewer's title says what is asked of people (native viewers have nothing else to show it in)."""
+        if event == "requested":
+            self.session.vnc.set_notice(f"The agent asks for a person: {record.reason}",
+                                        to_control="(a key or a click here takes the desktop)")
+        elif event == "accepted":
+            self.session.vnc.set_notice(f"{record.person} has the desktop for the agent: {record.reason}")
+        else:
+            self.session.vnc.set_notice(None)
 
     def _on_input(self, viewer: Any, message: Any, arrived: float) -> None:
         """A VNC tap (on the proxy's loop): the first input that acts (not a pointer passing over the view), while

@@ -5,7 +5,9 @@ The proxy speaks RFB on both sides. To the viewer it is the server: it authentic
 browser, VNC authentication for native viewers) and assigns a role, view or control. To x11vnc it is a
 client. In between it parses every message the viewer sends: view-only viewers' input is dropped, the input
 of the controlling viewer goes through the human-control lock, and every human input message is stamped on
-arrival and handed to the taps (the recorders).
+arrival and handed to the taps (the recorders). The other way, x11vnc's messages go to the viewer unchanged,
+followed so that the proxy can put the desktop's name between two of them when it changes (a notice such as the
+agent's request for a person, shown in the viewer's title: see :meth:`VncSession.set_notice`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from .server_messages import DESKTOP_NAME, PixelFormat, ServerStream, desktop_name_update
 from .takeover import HumanControl
 from .rfb import (
     INPUT_TYPES,
@@ -29,10 +32,12 @@ from .rfb import (
     SECURITY_NONE,
     SET_DESKTOP_SIZE,
     SET_ENCODINGS,
+    SET_PIXEL_FORMAT,
     VNC_AUTH_CHARS,
     ClientMessage,
     ClientMessageParser,
     RfbError,
+    encodings_of,
     filter_encodings,
     new_challenge,
     new_password,
@@ -207,6 +212,24 @@ class VncSession:
         self._last_pointer: tuple[int, int] | None = None
         # each viewer's connection to x11vnc, with the loop that owns it (see desktop_replaced)
         self._upstreams: dict[str, tuple[asyncio.AbstractEventLoop, AsyncioStream]] = {}
+        self._downstreams: dict[str, tuple[asyncio.AbstractEventLoop, _Downstream]] = {}
+        self._notice: tuple[str, str] | None = None
+
+    def set_notice(self, text: str | None, *, to_control: str = "") -> None:
+        """Show ``text`` (and, to control viewers, ``to_control`` after it) in every viewer's title, before the
+        desktop's own name, from any thread; None shows the name alone again. Viewers that connect later get it
+        in their ServerInit; viewers already connected get it as a DesktopName update, if they take those
+        (TigerVNC, noVNC and most others do)."""
+        self._notice = None if text is None else (_one_line(text), _one_line(to_control))
+        for loop, downstream in list(self._downstreams.values()):
+            loop.call_soon_threadsafe(lambda d=downstream: asyncio.ensure_future(d.announce()))
+
+    def name_for(self, viewer: Viewer, base: str) -> str:
+        """The desktop's name as ``viewer`` is shown it: the notice, if any, then x11vnc's own name."""
+        if self._notice is None:
+            return base
+        text, to_control = self._notice
+        return f"{text}{' ' + to_control if to_control and viewer.role == 'control' else ''} | {base}"
 
     def desktop_replaced(self) -> None:
         """The session runs on another desktop now (a reset swapped in its spare, or made a new one): end every
@@ -288,9 +311,11 @@ class VncSession:
             shared = await viewer_stream.read(1)  # ClientInit
             del shared  # every viewer shares the desktop
             server_init = await _upstream_handshake(upstream)
-            await viewer_stream.write(server_init)
-            down = asyncio.create_task(_copy(upstream, viewer_stream))
-            up = asyncio.create_task(self._relay_input(viewer, viewer_stream, upstream))
+            downstream = _Downstream(self, viewer, server_init, viewer_stream)
+            self._downstreams[viewer.id] = (asyncio.get_running_loop(), downstream)
+            await viewer_stream.write(downstream.server_init())
+            down = asyncio.create_task(downstream.relay(upstream))
+            up = asyncio.create_task(self._relay_input(viewer, viewer_stream, upstream, downstream))
             done, pending = await asyncio.wait({down, up}, return_when=asyncio.FIRST_COMPLETED)
             for task in pending:
                 task.cancel()
@@ -305,6 +330,7 @@ class VncSession:
         finally:
             self.viewers.pop(viewer.id, None)
             self._upstreams.pop(viewer.id, None)
+            self._downstreams.pop(viewer.id, None)
             self.control.viewer_left(viewer.id)
             if self._input_from == viewer.id:
                 async with self._changing_hands:
@@ -320,7 +346,8 @@ class VncSession:
                 except Exception:
                     log.exception("a VNC departure hook failed")
 
-    async def _relay_input(self, viewer: Viewer, source: Stream, upstream: Stream) -> None:
+    async def _relay_input(self, viewer: Viewer, source: Stream, upstream: Stream,
+                           downstream: _Downstream) -> None:
         parser = ClientMessageParser()
         while True:
             chunk = await source.read_some()
@@ -329,6 +356,9 @@ class VncSession:
             for message in parser.feed(chunk):
                 if message.type == SET_ENCODINGS:
                     message = filter_encodings(message)
+                    downstream.takes_names(DESKTOP_NAME in encodings_of(message))
+                elif message.type == SET_PIXEL_FORMAT:
+                    downstream.pixel_format_sent(message.data[4:20])
                 elif message.type == SET_DESKTOP_SIZE:
                     continue  # the screen size belongs to the environment's state
                 elif message.type in INPUT_TYPES:
@@ -364,9 +394,81 @@ class VncSession:
                 await upstream.write(b"".join(out))
 
 
-async def _copy(source: Stream, sink: Stream) -> None:
-    while True:
-        await sink.write(await source.read_some())
+class _Downstream:
+    """x11vnc's messages to one viewer, forwarded as they come, with a DesktopName update put between two of
+    them whenever the name the viewer should see (:meth:`VncSession.name_for`) is not the one it was shown."""
+
+    def __init__(self, session: VncSession, viewer: Viewer, server_init: bytes, sink: Stream) -> None:
+        self.session, self.viewer, self.sink = session, viewer, sink
+        self._header = server_init[:24]
+        self._base = server_init[24:].decode("utf-8", "replace")
+        width, height = struct.unpack_from(">HH", server_init)
+        try:
+            self.stream = ServerStream(width, height, PixelFormat.from_bytes(server_init[4:20]))
+        except RfbError as exc:
+            self.stream = ServerStream(width, height, PixelFormat(32, 24, True, (255, 255, 255)))
+            self.stream.lost = str(exc)
+        self._names = False  # the viewer takes DesktopName updates
+        self._shown = ""
+        self._lock = asyncio.Lock()  # one writer to the viewer at a time: the relay or an announcement
+
+    def server_init(self) -> bytes:
+        """x11vnc's ServerInit, with the name this viewer should see."""
+        self._shown = self.session.name_for(self.viewer, self._base)
+        name = self._shown.encode("utf-8")
+        return self._header[:20] + struct.pack(">I", len(name)) + name
+
+    def takes_names(self, yes: bool) -> None:
+        """The viewer's SetEncodings says whether it takes DesktopName updates. One whose first does not is
+        never followed (no cost for it; a later change of mind keeps the title it has)."""
+        if not yes and not self._names and self.stream.lost is None:
+            self.stream.lost = "the viewer takes no DesktopName updates"
+        self._names = yes and self.stream.lost is None
+        if self._names:
+            asyncio.ensure_future(self.announce())  # a notice that came between the ServerInit and now
+
+    def pixel_format_sent(self, data: bytes) -> None:
+        try:
+            self.stream.pixel_format_sent(PixelFormat.from_bytes(data))
+        except RfbError as exc:  # x11vnc will refuse it too; only the names stop
+            self.stream.lost = str(exc)
+
+    def _update(self) -> bytes:
+        """The DesktopName update due, if one is (and marks it shown)."""
+        wanted = self.session.name_for(self.viewer, self._base)
+        if not self._names or wanted == self._shown:
+            return b""
+        self._shown = wanted
+        return desktop_name_update(wanted)
+
+    async def announce(self) -> None:
+        """Send the name now if no message of x11vnc's is half sent; else the relay sends it after that one."""
+        async with self._lock:
+            if self.stream.at_boundary:
+                update = self._update()
+                if update:
+                    await self.sink.write(update)
+
+    async def relay(self, source: Stream) -> None:
+        while True:
+            data = await source.read_some()
+            async with self._lock:
+                ends = self.stream.feed(data)
+                update = self._update() if ends else b""
+                if update:  # after the last message that ended in this chunk
+                    cut = ends[-1]
+                    data = data[:cut] + update + data[cut:]
+                await self.sink.write(data)
+                if self.stream.lost is not None and self._names:
+                    log.info("viewer %s: x11vnc's stream cannot be followed (%s): its title stays as it is",
+                             self.viewer.id, self.stream.lost)
+                    self._names = False
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    """A title's text: one line, no control characters, at most ``limit`` characters."""
+    flat = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
 
 
 async def _upstream_handshake(upstream: Stream) -> bytes:

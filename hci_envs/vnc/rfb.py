@@ -4,7 +4,8 @@ client-to-server message stream.
 The proxy must understand every message a viewer sends: it drops input from view-only viewers, hands human
 input to the recorders, and must know where each message ends to do either. So it also removes from the
 viewer's SetEncodings the extensions whose client messages it does not parse (QEMU key events, xvp,
-desktop resizing, the extended clipboard); viewers then fall back to the core messages.
+desktop resizing, the extended clipboard); viewers then fall back to the core messages. The other direction,
+x11vnc's messages to the viewer, is followed by :mod:`hci_envs.vnc.server_messages`.
 
 RFC 6143 is the reference.
 """
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import RfbError
+from .server_messages import DESKTOP_NAME, FOLLOWED_ENCODINGS
 
 PROTOCOL_38 = b"RFB 003.008\n"
 SECURITY_NONE = 1
@@ -159,11 +161,19 @@ def _decode(raw: bytes) -> ClientMessage:
     return ClientMessage(kind, raw)
 
 
-def filter_encodings(message: ClientMessage) -> ClientMessage:
-    """Drop the pseudo-encodings whose client messages the proxy does not handle."""
+def encodings_of(message: ClientMessage) -> tuple[int, ...]:
+    """The encodings a SetEncodings message lists, in the viewer's order of preference."""
     (count,) = struct.unpack_from(">H", message.data, 2)
-    encodings = struct.unpack_from(f">{count}i", message.data, 4)
-    kept = [e for e in encodings if e not in _REFUSED_ENCODINGS]
+    return struct.unpack_from(f">{count}i", message.data, 4)
+
+
+def filter_encodings(message: ClientMessage) -> ClientMessage:
+    """Drop the pseudo-encodings whose client messages the proxy does not handle. A viewer that asks for the
+    desktop's name (DesktopName), which the proxy sends itself between x11vnc's messages, keeps only the
+    encodings whose messages the proxy can follow (:mod:`hci_envs.vnc.server_messages`)."""
+    kept = [e for e in encodings_of(message) if e not in _REFUSED_ENCODINGS]
+    if DESKTOP_NAME in kept:
+        kept = [e for e in kept if e in FOLLOWED_ENCODINGS]
     data = struct.pack(f">BxH{len(kept)}i", SET_ENCODINGS, len(kept), *kept)
     return ClientMessage(SET_ENCODINGS, data)
 
