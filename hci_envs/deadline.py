@@ -24,21 +24,26 @@ UNTIL_LOOK = 0.05
 
 
 @contextlib.contextmanager
-def deadline(seconds: float | None) -> Iterator[None]:
-    previous = getattr(_local, "at", None)
+def deadline(seconds: float | None, clock: Callable[[], float] | None = None) -> Iterator[None]:
+    """``seconds`` on ``clock`` (the monotonic clock by default; an environment's agent clock stands still while
+    the agent waits for a person, if it was made to: :meth:`~hci_envs.env.handover.Handover.agent_clock`)."""
+    previous = getattr(_local, "at", None), getattr(_local, "clock", None)
     if seconds is not None:
-        at = time.monotonic() + seconds
-        _local.at = at if previous is None else min(previous, at)
+        clock = clock or time.monotonic
+        at = clock() + seconds
+        if previous[0] is not None:  # the earlier one wins, measured on this deadline's clock
+            at = min(at, clock() + (previous[0] - previous[1]()))
+        _local.at, _local.clock = at, clock
     try:
         yield
     finally:
-        _local.at = previous
+        _local.at, _local.clock = previous
 
 
 def remaining() -> float | None:
     """Seconds left before this thread's deadline, or None without one."""
     at = getattr(_local, "at", None)
-    return None if at is None else at - time.monotonic()
+    return None if at is None else at - _local.clock()
 
 
 def check(what: str) -> None:
@@ -52,27 +57,22 @@ def sleep(seconds: float, what: str, interrupt: threading.Event | None = None,
           until: Callable[[], bool] | None = None) -> bool:
     """Sleep, but not past the deadline (then raise ActionTimeoutError), and not past ``interrupt`` being set
     (a reset of the episode: then raise ActionError). With ``until``, return early (True) once it answers True,
-    looked at every UNTIL_LOOK seconds: an agent's wait during a hand-over ends when the desktop is its again."""
-    left = remaining()
-    cut = left is not None and left < seconds
-    duration = max(0.0, left) if cut and left is not None else seconds
-    if until is not None:
-        end = time.monotonic() + duration
-        while not until():
-            step = min(end - time.monotonic(), UNTIL_LOOK)
-            if step <= 0:
-                break
-            if interrupt is not None and interrupt.wait(step):
-                raise ActionError(f"{what}: interrupted, the episode was reset")
-            if interrupt is None:
-                time.sleep(step)
-        else:
+    looked at every UNTIL_LOOK seconds: an agent's wait during a hand-over ends when the desktop is its again.
+    The deadline is looked at again whenever the time it had left is up (its clock may have stood still)."""
+    end = time.monotonic() + seconds
+    while True:
+        if until is not None and until():
             return True
-    elif interrupt is not None:
-        if interrupt.wait(duration):
-            raise ActionError(f"{what}: interrupted, the episode was reset")
-    else:
-        time.sleep(duration)
-    if cut:
-        raise ActionTimeoutError(f"{what}: cut short by the step's time limit")
-    return False
+        now, left = time.monotonic(), remaining()
+        if now >= end:
+            return False
+        if left is not None and left <= 0:
+            raise ActionTimeoutError(f"{what}: cut short by the step's time limit")
+        step = end - now if left is None else min(end - now, left)
+        if until is not None:
+            step = min(step, UNTIL_LOOK)
+        if interrupt is not None:
+            if interrupt.wait(step):
+                raise ActionError(f"{what}: interrupted, the episode was reset")
+        else:
+            time.sleep(step)

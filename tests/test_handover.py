@@ -211,6 +211,64 @@ def test_a_wait_ends_when_nobody_answered_in_time():
 
 
 @pytest.mark.fake
+def test_the_agents_clock_stands_still_while_it_waits_for_people_only_if_asked():
+    running, paused = Clock(), Clock()
+    plain = Handover(answer_within=60, hold_for=100, clock=running)
+    stopping = Handover(answer_within=60, hold_for=100, pause_clock=True, clock=paused)
+    for clock in (running, paused):
+        clock.now += 10
+    assert plain.agent_clock() == stopping.agent_clock() == 1010
+    for handover, clock in ((plain, running), (stopping, paused)):
+        handover.request("help")
+        clock.now += 30
+        handover.accept("ana")
+        clock.now += 20
+        handover.hand_back("done")
+        clock.now += 5
+    assert plain.agent_clock() == 1065 and stopping.agent_clock() == 1015  # the 50 s with people do not count
+    # nobody answering: the pause ends at the request's deadline, not when someone noticed it had passed
+    stopping.request("anyone?")
+    paused.now += 500
+    assert stopping.agent_clock() == 1015 + 500 - 60 and stopping.current == "unanswered"
+    # a hold past its time, the same; a reset (cancel) ends a pause at once
+    stopping.request("hold it")
+    stopping.accept("bo")
+    paused.now += 300
+    assert stopping.agent_clock() == 1455 + 300 - 100
+    stopping.request("then reset")
+    paused.now += 7
+    stopping.cancel()
+    paused.now += 1
+    assert stopping.agent_clock() == 1655 + 1
+
+
+@pytest.mark.fake
+@pytest.mark.parametrize("pause", [False, True])
+def test_a_steps_deadline_counts_the_time_with_a_person_unless_the_clock_pauses(pause):
+    from hci_envs.traits import AssistedDesktopEnv
+
+    with AssistedDesktopEnv(desktop="fake", start_state={"width": 320, "height": 240, "apps": [{"command": ["app"]}]},
+                            hooks=EnvironmentHooks(people="the test"), pause_clock_for_people=pause) as env:
+        env.reset()
+        env.call_tool("ask_human", {"reason": "take a while"})
+        env.handover.accept("ana")
+        back = threading.Timer(1.5, lambda: env.handover.hand_back("took my time"))
+        back.start()
+        start = time.monotonic()
+        obs = env.step({"type": "wait", "ms": 20000}, timeout_s=0.5)
+        took = time.monotonic() - start
+        back.join()
+        if pause:  # the wait ended when the desktop came back, its 0.5 s not spent
+            assert obs.error is None and 1.4 < took < 10, (obs.error, took)
+        else:  # cut at 0.5 s, while the person still held the desktop
+            assert obs.error["code"] == "TIMEOUT" and took < 1.4, (obs.error, took)
+        # after the hand-over, the deadline runs again in either case
+        start = time.monotonic()
+        cut = env.step({"type": "wait", "ms": 5000}, timeout_s=0.3)
+        assert cut.error["code"] == "TIMEOUT" and time.monotonic() - start < 3
+
+
+@pytest.mark.fake
 def test_while_paused_nothing_that_could_drive_the_desktop_runs():
     """A shell, an interpreter, CodeAct: each could move the pointer (xdotool), so each is refused while a person
     was asked; looks go on. After the hand back, a CodeAct call carries the report (not the tool its code called)."""
@@ -401,6 +459,37 @@ def test_an_agent_asks_a_person_fixes_and_hands_back_and_the_episode_keeps_the_c
         assert env.score().value == 1.0
 
 
+@pytest.mark.x11
+def test_a_server_whose_clock_pauses_for_people_answers_a_step_when_the_desktop_is_back(x11):
+    """serve --pause-clock-for-people: a step's timeout_s (and the server's guard after it) leave out the time a
+    person held the desktop; the step answers when it is back, not at its timeout."""
+    from conftest import need_programs
+    from helpers import McpClient, ServerProcess
+
+    need_programs("x11vnc")
+    with ServerProcess("--env", "assisted-desktop", "--vnc-port", "0", "--no-spare", "--app", "xterm",
+                       "--pause-clock-for-people") as server, server.http() as http:
+        assert http.post("/reset", json={}).status_code == 200
+        with McpClient(f"{server.base_url}/mcp") as mcp:
+            mcp.ok("ask_human", {"reason": "hold on"})
+        http.post("/human", json={"command": "accept", "person": "ana"}).raise_for_status()
+        with ThreadPoolExecutor(1) as pool:
+            start = time.monotonic()
+            stepping = pool.submit(http.post, "/step", json={"action": {"type": "wait", "ms": 30000},
+                                                             "timeout_s": 1})
+            time.sleep(4)  # the person holds the desktop for longer than the step's timeout and its grace
+            assert not stepping.done()
+            http.post("/human", json={"command": "hand_back", "note": "there"}).raise_for_status()
+            reply = stepping.result(timeout=30)
+            took = time.monotonic() - start
+        assert reply.status_code == 200, reply.text
+        observation = reply.json()["observation"]
+        assert observation.get("error") is None and 4 < took < 20, (observation.get("error"), took)
+        assert "handed the desktop back with a note: 'there'" in observation["text"]
+        cut = http.post("/step", json={"action": {"type": "wait", "ms": 30000}, "timeout_s": 1}).json()
+        assert cut["observation"]["error"]["code"] == "TIMEOUT"  # the agent's own time runs again
+
+
 # -- propose and accept ----------------------------------------------------------------------------------------------
 def _supervised(decide_within: float = 30):
     from hci_envs.traits import DesktopEnv
@@ -489,8 +578,10 @@ def test_a_reset_cancels_a_proposal_waiting_for_a_decision():
     with _supervised() as env:
         env.reset()
         waiting = _proposed(env, lambda: env.call_tool("type_text", {"text": "x"}))
-        threading.Thread(target=env.reset).start()
+        resetting = threading.Thread(target=env.reset)
+        resetting.start()
         waiting["thread"].join(10)
+        resetting.join(30)  # before the environment closes (a reset still under way would fail on the close)
         assert isinstance(waiting["error"], HandoverError) and "was reset while your action waited" in str(
             waiting["error"])
         assert env.supervision.current() is None and env.desktop.typed == ""

@@ -123,6 +123,7 @@ def assemble(
     spare: bool = False,
     human_answer_within: float = DEFAULT_ANSWER_WITHIN,
     human_hold_for: float = DEFAULT_HOLD_FOR,
+    pause_clock_for_people: bool = False,
     supervise: bool = False,
     decide_within: float = DEFAULT_DECIDE_WITHIN,
 ) -> EnvironmentParts:
@@ -141,7 +142,8 @@ def assemble(
         if reason:
             raise ConfigError(f"network {policy.mode!r} cannot be enforced here: {reason}", field="network")
 
-    handover = Handover(answer_within=human_answer_within, hold_for=human_hold_for)
+    handover = Handover(answer_within=human_answer_within, hold_for=human_hold_for,
+                        pause_clock=pause_clock_for_people)
     supervision = Supervision(decide_within=decide_within)
     supervision.turn(supervise)
 

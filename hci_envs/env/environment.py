@@ -95,7 +95,9 @@ class Environment(PeopleInTheLoop, EnvironmentTools):
         **options: Any,
     ) -> None:
         """``options`` are :func:`~hci_envs.env.assembly.assemble`'s (``desktop``, ``spare``, ``isolation``,
-        ``max_agent_processes``, ``limits``, ``network``, ``max_snapshot_bytes``, ``paste_keys``); ``parts`` replaces them all."""
+        ``max_agent_processes``, ``limits``, ``network``, ``max_snapshot_bytes``, ``paste_keys``, and people in the
+        loop's ``human_answer_within``, ``human_hold_for``, ``pause_clock_for_people``, ``supervise``,
+        ``decide_within``); ``parts`` replaces them all."""
         state = start_state if start_state is not None else type(self).start_state
         if mode not in ("simulation", "production"):
             raise ConfigError(f"mode must be 'simulation' or 'production', not {mode!r}")
@@ -466,7 +468,7 @@ class Environment(PeopleInTheLoop, EnvironmentTools):
         return obs
 
     def _step(self, action: Any, timeout_s: float | None) -> Observation:
-        with self._lock, deadline.deadline(timeout_s), self._agent_call():
+        with self._lock, deadline.deadline(timeout_s, self.handover.agent_clock), self._agent_call():
             self.episode.require_steppable()
             items = action if isinstance(action, list) else [action]
             if not items:

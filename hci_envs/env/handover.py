@@ -7,7 +7,9 @@ The states, in ``state().human["status"]``::
                       └──nobody within answer_within──▶ unanswered ──ask──▶ requested ...
 
 From the request until the hand-over ends, the agent's input is refused (never queued): the episode is
-paused for it, while its looks (screenshots, the tree) and the step deadline go on. Deadlines are checked
+paused for it, while its looks (screenshots, the tree) and the step deadline go on (unless the clock is made to
+stop for people, ``pause_clock``: then a step's ``timeout_s`` and a task's time limit count the agent's time
+only, :meth:`Handover.agent_clock`). Deadlines are checked
 whenever anyone asks (no timer thread, nothing an agent could outrun). When the hand-over ends, the agent's
 next result carries a report once: the person's note and what they did, as canonical actions.
 
@@ -78,12 +80,15 @@ class Handover:
     """The hand-over of one environment. Thread-safe; ``clock`` is the test seam for its deadlines."""
 
     def __init__(self, *, answer_within: float = DEFAULT_ANSWER_WITHIN, hold_for: float = DEFAULT_HOLD_FOR,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 pause_clock: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
         for name, value in (("answer_within", answer_within), ("hold_for", hold_for)):
             if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
                 raise ConfigError(f"{name} must be a positive number of seconds, not {value!r}", field=name)
         self.answer_within, self.hold_for = float(answer_within), float(hold_for)
+        #: Whether the agent's clock (step deadlines, a task's time limit) stops while it waits for a person.
+        self.pause_clock = bool(pause_clock)
         self._clock = clock
+        self._paused_before = 0.0  # seconds the agent waited for people in hand-overs that ended
         self._lock = threading.Lock()
         # Changes are queued under _lock, in the order they happen, and told to observers in that order, one
         # teller at a time: an accept and a hand back racing must not be heard the other way round.
@@ -123,6 +128,22 @@ class Handover:
             with self._lock:
                 self._expire_locked()
                 return self._blocked_locked(self._clock()) if self._status in ("requested", "held") else None
+        finally:
+            self._tell()
+
+    def agent_clock(self) -> float:
+        """The clock of the agent's deadlines, in seconds: the monotonic clock, which with ``pause_clock`` stands
+        still from a request until its hand-over ends (the time spent waiting for people is not the agent's)."""
+        try:
+            with self._lock:
+                self._expire_locked()
+                now = self._clock()
+                if not self.pause_clock:
+                    return now
+                paused = self._paused_before
+                if self._status in ("requested", "held") and self._current is not None:
+                    paused += now - self._current.requested_at
+                return now - paused
         finally:
             self._tell()
 
@@ -198,6 +219,7 @@ class Handover:
                 record, running = self._current, self._status in ("requested", "held")
                 if running and record is not None:
                     record.ended_at, record.outcome = self._clock(), "cancelled"
+                    self._paused_before += record.ended_at - record.requested_at
                     self._told.append(("cancelled", record))
                 self._current, self._status, self._report = None, "none", None
         finally:
@@ -241,15 +263,19 @@ class Handover:
         if record is None:
             return
         if self._status == "requested" and now >= record.answer_by:
-            self._end_locked("unanswered", f"nobody answered within {self.answer_within:g}s", [])
+            self._end_locked("unanswered", f"nobody answered within {self.answer_within:g}s", [], at=record.answer_by)
         elif self._status == "held" and record.hold_until is not None and now >= record.hold_until:
             self._end_locked("hold_time_over", f"the person's time ({self.hold_for:g}s) ran out before they "
-                                               "handed the desktop back", [])
+                                               "handed the desktop back", [], at=record.hold_until)
 
-    def _end_locked(self, outcome: str, note: str, actions: list[dict[str, Any]]) -> None:
+    def _end_locked(self, outcome: str, note: str, actions: list[dict[str, Any]], *,
+                    at: float | None = None) -> None:
+        """End the hand-over, at ``at`` (a deadline, found only when someone asked) or now."""
         record = self._current
         assert record is not None
-        record.ended_at, record.outcome, record.note, record.actions = self._clock(), outcome, note, list(actions)
+        ended = self._clock() if at is None else at
+        record.ended_at, record.outcome, record.note, record.actions = ended, outcome, note, list(actions)
+        self._paused_before += record.ended_at - record.requested_at
         self._status = "unanswered" if outcome == "unanswered" else "handed_back"
         self._report = record
         self._told.append((outcome, record))

@@ -95,6 +95,8 @@ def serve_config(args: argparse.Namespace, port: int, osworld_port: int | None =
             env_kwargs[option] = getattr(args, option)
     if getattr(args, "supervise", False):
         env_kwargs["supervise"] = True
+    if getattr(args, "pause_clock_for_people", False):
+        env_kwargs["pause_clock_for_people"] = True
     limits = {"memory": getattr(args, "limit_memory", None), "processes": getattr(args, "limit_processes", None),
               "cpu_weight": getattr(args, "limit_cpu_weight", None), "disk": getattr(args, "limit_disk", None)}
     from ..sandbox.limits import Limits
@@ -347,6 +349,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "to take the desktop before the agent gets it back (default 300)")
     p.add_argument("--human-hold-for", type=float, metavar="SECONDS",
                    help="seconds a person who took the agent's hand-over may hold the desktop (default 1800)")
+    p.add_argument("--pause-clock-for-people", action="store_true",
+                   help="a step's timeout_s and a task's time limit do not count the time the agent waits for a "
+                        "person (from ask_human until the desktop is back); by default they do")
     p.add_argument("--supervise", action="store_true",
                    help="propose and accept from the start: each of the agent's input actions waits for a person's "
                         "decision (accept, edit, or do it themselves) before it runs; POST /supervision turns it off")

@@ -124,9 +124,20 @@ async def do_step(session: Session, request: StepRequest) -> dict[str, Any]:
         obs = await session.run_control(session.env.step, request.action)
         return serialize_observation(obs)
     # The step itself keeps to the deadline (waits and commands are cut short); the grace covers a
-    # screenshot after it. Past that, the caller gets its answer anyway.
-    with anyio.move_on_after(request.timeout_s + STEP_TIMEOUT_GRACE):
-        obs = await session.run_control(session.env.step, request.action, timeout_s=request.timeout_s)
+    # screenshot after it. Past that, the caller gets its answer anyway. Both on the agent's clock, which may
+    # stand still while it waits for a person (serve --pause-clock-for-people).
+    clock = session.env.handover.agent_clock
+    started = clock()
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as group:
+            async def guard() -> None:
+                while (left := request.timeout_s + STEP_TIMEOUT_GRACE - (clock() - started)) > 0:
+                    await anyio.sleep(min(left, 0.5))
+                scope.cancel()
+
+            group.start_soon(guard)
+            obs = await session.run_control(session.env.step, request.action, timeout_s=request.timeout_s)
+            group.cancel_scope.cancel()
         return serialize_observation(obs)
     raise ActionTimeoutError(f"the step did not finish within timeout_s={request.timeout_s:g}",
                              timeout_s=request.timeout_s)

@@ -230,6 +230,10 @@ class _Runner:
     def run_one(self, agent: Agent, task: TaskSpec, out: Path | None) -> TaskResult:
         world, env = self.world, self.env
         started = time.monotonic()
+        # the task's time limit counts the agent's time: its clock may stand still while it waits for a person
+        handover = getattr(env, "handover", None)
+        clock = handover.agent_clock if handover is not None else time.monotonic
+        started_agent = clock()
         steps = 0
         recorder = None
         error = None
@@ -242,7 +246,7 @@ class _Runner:
                 recorder = plugins.load(plugins.RECORDERS, "episodes")(
                     env, None, world.record_dir, source="agent", name=task.id, task=task.id, **video).start()
             while steps < task.max_steps and not obs.done:
-                remaining = task.time_limit - (time.monotonic() - started)
+                remaining = task.time_limit - (clock() - started_agent)
                 if remaining <= 0:
                     break
                 action = self.ask(agent, obs, AgentContext(task, steps, env), remaining)
