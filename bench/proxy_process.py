@@ -9,8 +9,11 @@ import asyncio
 import sys
 from pathlib import Path
 
-from hci_envs.vnc.proxy import AsyncioStream, VncSession, finish_security, viewer_handshake
-from hci_envs.vnc.rfb import SECURITY_VNC
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from helpers import serve_vnc_proxy  # noqa: E402
+
+from hci_envs.vnc.proxy import VncSession  # noqa: E402
 
 
 async def main() -> None:
@@ -21,14 +24,6 @@ async def main() -> None:
 
     session = VncSession(path)
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        stream = AsyncioStream(reader, writer)
-        challenge, response = await viewer_handshake(stream, SECURITY_VNC)
-        role = session.role_for_response(challenge, response)
-        await finish_security(stream, role is not None)
-        if role is not None:
-            await session.serve(stream, role, "tcp")
-
     async def notices() -> None:
         n = 0
         while True:
@@ -37,7 +32,7 @@ async def main() -> None:
             session.set_notice(f"notice {n}" if n % 2 else None)
 
     asyncio.ensure_future(notices())
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    server = await serve_vnc_proxy(session)
     port = server.sockets[0].getsockname()[1]
     Path(sys.argv[2]).write_text(f"{port} {session.control_password}")
     await server.serve_forever()

@@ -660,3 +660,52 @@ def typing_desktop(app: str, page: str | None = None) -> Iterator[tuple[Any, Cal
         yield env, got
     finally:
         env.close()
+
+
+async def serve_vnc_proxy(session: Any, host: str = "127.0.0.1") -> asyncio.Server:
+    """The server's VNC proxy (a :class:`~hci_envs.vnc.proxy.VncSession`) on a TCP port, with VNC
+    authentication, as native viewers reach it (the server adds only its routes around this)."""
+    from hci_envs.vnc.proxy import AsyncioStream, finish_security, viewer_handshake
+    from hci_envs.vnc.rfb import SECURITY_VNC
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        stream = AsyncioStream(reader, writer)
+        challenge, response = await viewer_handshake(stream, SECURITY_VNC)
+        role = session.role_for_response(challenge, response)
+        await finish_security(stream, role is not None)
+        if role is not None:
+            await session.serve(stream, role, "tcp")
+
+    return await asyncio.start_server(handle, host, 0)
+
+
+@contextlib.contextmanager
+def vnc_proxy(env: Any) -> Iterator[tuple[int, str]]:
+    """The VNC proxy in front of an environment's desktop, on a loop thread of its own, wired to the desktop as
+    the server wires it (a person's press or release reaches X before what follows it; what a leaving viewer
+    held is released): yields its TCP port and control password. A person's path to the desktop."""
+    from hci_envs.vnc.proxy import VncSession
+
+    async def socket_path() -> Path:
+        return await asyncio.to_thread(env.desktop.vnc_socket)
+
+    session = VncSession(socket_path, release_input=lambda **held: env.desktop.input.release_stray(**held),
+                         buttons_delivered=lambda down, changed: env.desktop.input.buttons_delivered(down, changed))
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="vnc-proxy", daemon=True)
+    thread.start()
+    server = asyncio.run_coroutine_threadsafe(serve_vnc_proxy(session), loop).result(30)
+    try:
+        yield server.sockets[0].getsockname()[1], session.control_password
+    finally:
+        async def stop() -> None:
+            server.close()
+            relays = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in relays:
+                task.cancel()
+            await asyncio.gather(*relays, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(stop(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(30)
+        loop.close()

@@ -17,7 +17,9 @@ from hci_envs.errors import MissingDependencyError
 from hci_envs.tasks import TaskSpec, World
 from hci_envs.tasks.needs import Need, first_program, needs
 
-MISSING = "hci-envs-no-such-checker-program"
+#: A program no machine has; named for this run, since one test puts it on the machine's PATH for a while and
+#: another suite running beside this one must not see it there.
+MISSING = f"hci-envs-no-such-checker-program-{os.getpid()}"
 
 
 def task_file(tmp_path: Path, run: str) -> Path:

@@ -1,5 +1,5 @@
-"""The reducer's replay property, on real desktops: what a person does over VNC, sent to x11vnc event by event,
-and the canonical actions the reducer makes of it, replayed through the executor as ``hci-envs replay`` does
+"""The reducer's replay property, on real desktops: what a person does over VNC, sent event by event through the
+server's VNC proxy to x11vnc (the path a person's viewer takes), and the canonical actions the reducer makes of it, replayed through the executor as ``hci-envs replay`` does
 (recorded timing, pre-move paths), leave the same app in the same state. The two runs go to two desktops
 side by side, each reset to the same start; the examples are fixed (derandomized, no database), 25
 generated and 3 written out, and take about a minute. A second property, on the reducer alone and with
@@ -37,7 +37,6 @@ ignores them).
 from __future__ import annotations
 
 import json
-import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
@@ -47,10 +46,10 @@ from typing import Any
 
 import pytest
 from conftest import need_programs
-from helpers import Probe
+from helpers import Probe, vnc_proxy
 from hypothesis import HealthCheck, Phase, example, given, note, settings
 from hypothesis import strategies as st
-from rfb_client import RfbClient, _SocketIO
+from rfb_client import RfbClient
 
 from hci_envs.recorders import Unreduced, reduce_events, replay_episode
 from hci_envs.recorders.reducer import Thresholds
@@ -462,7 +461,7 @@ def open_side(stack: ExitStack) -> Side:
 
 @dataclass
 class Bench:
-    live: Side  # takes the raw stream through x11vnc
+    live: Side  # takes the raw stream through the VNC proxy and x11vnc
     viewer: RfbClient  # the live side's person, connected throughout as a person stays
     replay: Side  # takes the reduced actions through the executor
 
@@ -476,18 +475,11 @@ def bench(x11):
         # One connection for the whole module: x11vnc learns that it lost a selection in its X housekeeping,
         # which it does rarely while nobody is connected; a viewer that connected and sent its clipboard at
         # once would find x11vnc still believing it owned the clipboard, and not taking it again.
-        viewer = x11vnc_client(live.env)
+        port, password = stack.enter_context(vnc_proxy(live.env))
+        viewer = RfbClient.tcp(port, password)
         stack.callback(viewer.close)
         x11vnc_takes_clipboards(live.env, viewer)
         yield Bench(live, viewer, replayed)
-
-
-def x11vnc_client(env: Any) -> RfbClient:
-    """A VNC client straight to the desktop's x11vnc, which injects keysyms and pointer events as it does for
-    people."""
-    sock = socket.socket(socket.AF_UNIX)
-    sock.connect(str(env.desktop.vnc_socket()))
-    return RfbClient(_SocketIO(sock), None)
 
 
 def x11vnc_takes_clipboards(env: Any, client: RfbClient, timeout: float = 10.0) -> None:
@@ -503,7 +495,8 @@ def x11vnc_takes_clipboards(env: Any, client: RfbClient, timeout: float = 10.0) 
 
 
 def run_raw(side: Side, client: RfbClient, messages: list[ClientMessage]) -> dict[str, Any]:
-    """The raw stream through x11vnc with its own timing, then the markers the same way; the app's state."""
+    """The raw stream through the proxy and x11vnc with its own timing, then the markers the same way; the app's
+    state."""
     side.fresh_start()
     # x11vnc skips a pointer event at the position it injected last, believing the pointer still there; the
     # executor has moved it since. Two distinct positions make its belief true again.
