@@ -36,6 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from helpers import AppServer, Probe, ServerProcess  # noqa: E402
 
 STRICT = os.environ.get("HCI_ENVS_STRICT") == "1"
+# This run's name, on every container its Docker providers start (hci_envs.providers.docker.RUN): what a test
+# counts is its own, with another run beside it on the same Docker daemon.
+os.environ.setdefault("HCI_ENVS_RUN", f"tests-{os.getpid()}-{os.urandom(4).hex()}")
 _skipped: list[str] = []
 
 

@@ -709,3 +709,12 @@ def vnc_proxy(env: Any) -> Iterator[tuple[int, str]]:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(30)
         loop.close()
+
+
+def our_containers(client: Any, **filters: Any) -> list[Any]:
+    """The containers this test run's providers started (label ``hci-envs.run``, set by conftest): another run
+    sharing the Docker daemon has its own."""
+    from hci_envs.providers.docker import LABEL, RUN
+
+    label = [LABEL, f"{RUN}={os.environ['HCI_ENVS_RUN']}"]
+    return client.containers.list(all=True, filters={"label": label, **filters}, ignore_removed=True)

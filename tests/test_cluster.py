@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import need, need_programs
-from helpers import PROBE, McpClient, agent_writable_dir, descendants, frozen, processes_named, wait_until
+from helpers import PROBE, McpClient, our_containers, agent_writable_dir, descendants, frozen, processes_named, wait_until
 
 from hci_envs import AsyncHciEnvClient, HciEnvClient
 from hci_envs.env.env_checker import process_alive
@@ -374,10 +374,9 @@ def test_desktops_as_containers_through_the_docker_provider(cluster):
         client.images.get(PROBE_IMAGE)
     except Exception as exc:  # noqa: BLE001
         need(False, f"the Docker daemon and {PROBE_IMAGE} (`hci-envs image build --for-tests`): {exc}")
-    from hci_envs.providers.docker import LABEL
 
     def containers() -> list:
-        return client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True)
+        return our_containers(client)
 
     # a container exits after `orphan_timeout` seconds without a client, unless its actor keeps calling it
     with DesktopPool(image=PROBE_IMAGE, size=1, spares=0, mem_limit="1g", cpus=1.0, orphan_timeout=4) as pool:

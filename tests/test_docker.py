@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 from conftest import need, need_programs
-from helpers import HERE, McpClient
+from helpers import HERE, McpClient, our_containers
 from test_openenv_compat import openenv_python
 
 from hci_envs import HciEnvClient
@@ -45,7 +45,7 @@ def docker_client():
         except Exception:  # noqa: BLE001
             need(False, f"the image {image}; `hci-envs image build --for-tests` builds it")
     yield client
-    left = client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True)
+    left = our_containers(client)
     assert not left, f"containers left behind: {[c.name for c in left]}"
 
 
@@ -150,7 +150,7 @@ def test_a_container_removed_while_the_orphans_are_listed_is_passed_over(docker_
     removed = []
 
     def remove_then_inspect(container_id, *args, **kwargs):
-        if not removed:
+        if container_id == other.id and not removed:  # only this test's: another run's are not ours to remove
             docker_client.api.remove_container(container_id, force=True)
             removed.append(container_id)
         return inspect(container_id, *args, **kwargs)
@@ -206,8 +206,7 @@ def test_image_that_never_becomes_healthy_times_out_with_its_logs(docker_client)
         provider.start(timeout=4)
     assert "did not become healthy" in info.value.message and "this server never starts" in info.value.message
     assert provider.container is None
-    left = docker_client.containers.list(all=True, filters={"label": LABEL, "ancestor": BASE_IMAGE},
-                                         ignore_removed=True)
+    left = our_containers(docker_client, ancestor=BASE_IMAGE)
     assert not left
 
 
@@ -313,7 +312,7 @@ def test_openenv_from_docker_image_with_our_provider_keeps_tokens_on(docker_clie
     provider as its container provider, in OpenEnv's environment: they work, tokens on (the base URL they were
     handed carries the control token in its path), requests without it are refused, and the containers go
     when the clients close."""
-    before = {c.id for c in docker_client.containers.list(all=True, ignore_removed=True)}
+    before = {c.id for c in our_containers(docker_client)}
     peer = subprocess.run([openenv_python(), str(HERE / "openenv_peer" / "from_docker.py"), PROBE_IMAGE],
                           capture_output=True, text=True, timeout=400)
     assert peer.returncode == 0, peer.stdout + peer.stderr
@@ -329,7 +328,7 @@ def test_openenv_from_docker_image_with_our_provider_keeps_tokens_on(docker_clie
     assert mcp["screen_size"] == {"width": 1280, "height": 800} and mcp["cursor"] == {"x": 12, "y": 34}
     assert mcp["reset_done"] is False and mcp["removed"]
     time.sleep(1)
-    after = {c.id for c in docker_client.containers.list(all=True, ignore_removed=True)}
+    after = {c.id for c in our_containers(docker_client)}
     assert not (after - before), "a container was left"
 
 

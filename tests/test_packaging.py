@@ -204,3 +204,36 @@ def test_installed_with_pip_the_answers_are_the_servers_alone(wheel: Path) -> No
                           timeout=120) as http:
             assert http.post("/reset", json={"task": "form-contact"}).status_code == 200
             assert "score" in http.post("/score", json={}).json()
+
+
+HOLD_BUILD = """
+import sys, time
+from pathlib import Path
+from hci_envs.ops import images
+
+images.BUILD = Path(sys.argv[1])
+
+@images._exclusive
+def build(seconds, progress=None):
+    print("building", time.monotonic(), flush=True)
+    time.sleep(seconds)
+    print("built", time.monotonic(), flush=True)
+
+build(float(sys.argv[2]))
+"""
+
+
+@pytest.mark.fake
+def test_two_image_builds_from_one_folder_take_turns(tmp_path: Path) -> None:
+    """A second build (another process: a second CI job, a second terminal) waits for the first, and says so,
+    instead of rebuilding the wheelhouse and contexts under it."""
+    first = subprocess.Popen([sys.executable, "-c", HOLD_BUILD, str(tmp_path), "1.5"], stdout=subprocess.PIPE,
+                             text=True)
+    assert first.stdout.readline().startswith("building")
+    second = subprocess.run([sys.executable, "-c", HOLD_BUILD, str(tmp_path), "0"], capture_output=True, text=True,
+                            timeout=60)
+    first_out, _ = first.communicate(timeout=60)
+    first_built = float(first_out.split()[-1])
+    second_building = float(next(line for line in second.stdout.splitlines() if line.startswith("building")).split()[1])
+    assert second_building >= first_built, (first_out, second.stdout)
+    assert f"waiting for another image build from {tmp_path} to finish" in second.stdout + second.stderr

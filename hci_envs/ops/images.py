@@ -11,6 +11,9 @@ Dockerfiles build from the public ``debian:bookworm-slim`` unchanged (pass ``bas
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import functools
 import hashlib
 import inspect
 import json
@@ -22,11 +25,12 @@ import sys
 import tarfile
 import tempfile
 import textwrap
+import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ConfigError, MissingDependencyError, ProviderError, require
 
@@ -212,6 +216,45 @@ def _run(argv: list[str], progress: Progress, every: int = 0) -> None:
         raise ProviderError(f"{' '.join(argv[:3])} ... failed:\n" + "\n".join(tail))
 
 
+# -- one build at a time in BUILD --------------------------------------------------------------------------
+_Builder = TypeVar("_Builder", bound=Callable[..., Any])
+_building = threading.local()
+
+
+@contextlib.contextmanager
+def _one_build_at_a_time(progress: Progress) -> Iterator[None]:
+    """Hold BUILD for a build (its wheelhouse and contexts are rebuilt in place): a second build from the same
+    checkout or cache, in another process (two CI jobs, two users of one account), waits for this one instead of
+    removing the files it reads. Re-entered freely by the builds one build makes."""
+    if getattr(_building, "depth", 0):
+        _building.depth += 1
+        try:
+            yield
+        finally:
+            _building.depth -= 1
+        return
+    with open(build_dir() / ".lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(f"waiting for another image build from {BUILD} to finish")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        _building.depth = 1
+        try:
+            yield
+        finally:
+            _building.depth = 0
+
+
+def _exclusive(builder: _Builder) -> _Builder:
+    @functools.wraps(builder)
+    def build(*args: Any, **kwargs: Any) -> Any:
+        with _one_build_at_a_time(kwargs.get("progress") or _say):
+            return builder(*args, **kwargs)
+
+    return build  # type: ignore[return-value]
+
+
 # -- Python packages, as a wheelhouse -------------------------------------------------------------------------
 #: The images' Python (Debian bookworm's): the wheelhouse must be built by the same minor version.
 IMAGE_PYTHON = (3, 11)
@@ -222,6 +265,7 @@ IMAGE_PYTHON = (3, 11)
 IMAGE_EXTRAS = "server,video,tasks"
 
 
+@_exclusive
 def build_wheelhouse(dest: Path | None = None, *, extras: str = IMAGE_EXTRAS, progress: Progress = _say) -> Path:
     """Wheels of hci-envs and every dependency. The dependencies are fetched once per set of requirements
     (the only step that needs a package index); a change of hci-envs' own files rebuilds only its own wheel.
@@ -370,6 +414,7 @@ def docker_build(context: Path, tag: str, *, buildargs: dict[str, str] | None = 
     return image_id
 
 
+@_exclusive
 def build_base(*, base: str = BASE_OS, tag: str = BASE, offline: bool = True, mirror: str = DEFAULT_MIRROR,
                progress: Progress = _say) -> str:
     """hci-envs/base: the base desktop image. ``offline`` makes the Debian base with debootstrap first
@@ -389,6 +434,7 @@ def build_base(*, base: str = BASE_OS, tag: str = BASE, offline: bool = True, mi
                                                  "FILES_ONLY_PACKAGES": files_only}, progress=progress)
 
 
+@_exclusive
 def build_dockerfile_dir(directory: Path, tag: str, *, files: dict[str, Path] | None = None,
                          base: str = BASE, buildargs: dict[str, str] | None = None, progress: Progress = _say) -> str:
     """Build an image from a folder of images/ (with extra ``files``, or folders, copied into its context)."""
@@ -410,6 +456,7 @@ def build_apps(*, progress: Progress = _say) -> str:
                                 progress=progress)
 
 
+@_exclusive
 def build_osworld(*, progress: Progress = _say) -> str:
     """hci-envs/osworld: the apps image with the rest of OSWorld's apps and its world (images/osworld), and
     pyautogui for the agent's side (the code OSWorld's agents send), as a checkout's .cache/osworld-guest has."""
@@ -452,6 +499,7 @@ def derived_dockerfile(env_spec: str, env_class: type, *, base: str = BASE, modu
     return "\n".join(lines) + "\n"
 
 
+@_exclusive
 def build_env_image(env_spec: str, tag: str | None = None, *, base: str = BASE, progress: Progress = _say) -> str:
     """``hci-envs image build ENV``: an image for an installed environment name, ``module:Class`` or
     ``path/to/file.py:Class``, with the system packages its traits need."""
@@ -487,6 +535,7 @@ def _inside_project(path: str) -> bool:
     return any(Path(path).resolve().is_relative_to(root) for root in roots)
 
 
+@_exclusive
 def build_all(*, for_tests: bool = False, offline: bool = True, mirror: str = DEFAULT_MIRROR,
               base: str | None = None, progress: Progress = _say) -> dict[str, str]:
     """Everything: the Debian base (offline), the wheelhouse, hci-envs/base, hci-envs/editor, hci-envs/apps,

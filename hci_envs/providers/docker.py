@@ -48,6 +48,9 @@ LABEL = "hci-envs.provider"
 #: What a token in a URL's path may be made of (it must come back from the server's decoded path unchanged).
 _URL_SAFE = re.compile(r"[A-Za-z0-9._~-]+")
 OWNER = "hci-envs.owner"
+#: The label that names the run a container belongs to, from the environment variable of the same meaning
+#: (``HCI_ENVS_RUN``): runs that share a Docker daemon (two CI jobs on one machine) tell theirs apart by it.
+RUN = "hci-envs.run"
 
 
 def _free_port(host: str) -> int:
@@ -58,6 +61,12 @@ def _free_port(host: str) -> int:
 
 def _owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def run_label() -> dict[str, str]:
+    """``{RUN: name}`` when ``HCI_ENVS_RUN`` names this run, else nothing."""
+    name = os.environ.get("HCI_ENVS_RUN", "")
+    return {RUN: name} if name else {}
 
 
 def _pid_alive(pid: int) -> bool:
@@ -208,7 +217,7 @@ class DockerProvider(Provider):
                     self.image, command=self.command, name=self.name,
                     ports={"8000/tcp": (self.host, self.port), **{f"{p}/tcp": (self.host, None) for p in self.publish}},
                     environment=env_vars,
-                    labels={LABEL: "docker", OWNER: _owner()},
+                    labels={LABEL: "docker", OWNER: _owner(), **run_label()},
                     cap_drop=["ALL"], cap_add=CONTAINER_CAPABILITIES,
                     security_opt=["no-new-privileges"], privileged=False,
                     tmpfs=self.tmpfs, **self.limits, **self.run_kwargs,
