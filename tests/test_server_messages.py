@@ -93,6 +93,7 @@ def test_native_viewers_titles_show_the_request_and_who_holds_the_desktop(x11, t
             plain = {e: v.title() for e, v in viewers.items()}
             assert not any("agent" in t for t in plain.values()), plain
             with McpClient(f"{server.base_url}/mcp") as mcp:
+                mcp.ok("mouse_move", {"x": 700, "y": 500})
                 mcp.ok("ask_human", {"reason": "the dialog\nwants a folder"})
 
                 def titles_say(text: str) -> bool:
@@ -102,6 +103,7 @@ def test_native_viewers_titles_show_the_request_and_who_holds_the_desktop(x11, t
                                   timeout=20), {e: v.title() for e, v in viewers.items()}
                 hint = "(a key or a click here takes the desktop)"
                 assert all((hint in v.title()) == (e != "Raw") for e, v in viewers.items())  # Raw's is a view
+                assert titles_say("- its last actions: mouse_move(700, 500) | ")
                 # a viewer that comes now is told in its ServerInit
                 late = RfbClient.tcp(port, secrets["control"])
                 assert late.name.startswith("The agent asks for a person") and hint in late.name

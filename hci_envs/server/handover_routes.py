@@ -62,8 +62,10 @@ class PersonSide:
     def _show(self, event: str, record: HandoverRecord) -> None:
         """Every viewer's title says what is asked of people (native viewers have nothing else to show it in)."""
         if event == "requested":
+            last = [a.get("action", "") for a in record.recent_actions[-3:]]
             self.session.vnc.set_notice(f"The agent asks for a person: {record.reason}",
-                                        to_control="(a key or a click here takes the desktop)")
+                                        to_control="(a key or a click here takes the desktop)",
+                                        detail=f"- its last actions: {'; '.join(last)}" if last else "")
         elif event == "accepted":
             self.session.vnc.set_notice(f"{record.person} has the desktop for the agent: {record.reason}")
         else:

@@ -213,14 +213,14 @@ class VncSession:
         # each viewer's connection to x11vnc, with the loop that owns it (see desktop_replaced)
         self._upstreams: dict[str, tuple[asyncio.AbstractEventLoop, AsyncioStream]] = {}
         self._downstreams: dict[str, tuple[asyncio.AbstractEventLoop, _Downstream]] = {}
-        self._notice: tuple[str, str] | None = None
+        self._notice: tuple[str, str, str] | None = None
 
-    def set_notice(self, text: str | None, *, to_control: str = "") -> None:
-        """Show ``text`` (and, to control viewers, ``to_control`` after it) in every viewer's title, before the
-        desktop's own name, from any thread; None shows the name alone again. Viewers that connect later get it
-        in their ServerInit; viewers already connected get it as a DesktopName update, if they take those
-        (TigerVNC, noVNC and most others do)."""
-        self._notice = None if text is None else (_one_line(text), _one_line(to_control))
+    def set_notice(self, text: str | None, *, to_control: str = "", detail: str = "") -> None:
+        """Show ``text`` (then, to control viewers, ``to_control``; then ``detail``) in every viewer's title,
+        before the desktop's own name, from any thread; None shows the name alone again. Viewers that connect
+        later get it in their ServerInit; viewers already connected get it as a DesktopName update, if they take
+        those (TigerVNC, noVNC and most others do)."""
+        self._notice = None if text is None else (_one_line(text), _one_line(to_control), _one_line(detail))
         for loop, downstream in list(self._downstreams.values()):
             loop.call_soon_threadsafe(lambda d=downstream: asyncio.ensure_future(d.announce()))
 
@@ -228,8 +228,9 @@ class VncSession:
         """The desktop's name as ``viewer`` is shown it: the notice, if any, then x11vnc's own name."""
         if self._notice is None:
             return base
-        text, to_control = self._notice
-        return f"{text}{' ' + to_control if to_control and viewer.role == 'control' else ''} | {base}"
+        text, to_control, detail = self._notice
+        parts = [text, to_control if viewer.role == "control" else "", detail]
+        return f"{' '.join(p for p in parts if p)} | {base}"
 
     def desktop_replaced(self) -> None:
         """The session runs on another desktop now (a reset swapped in its spare, or made a new one): end every
