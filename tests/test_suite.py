@@ -109,3 +109,28 @@ def test_reports_group_by_app_and_template(tmp_path: Path):
     markdown = (tmp_path / "report.md").read_text()
     assert "## Per app" in markdown and "| calc | 2 | 50% | 0.75 |" in markdown
     assert "accessibility tree: 2 elements" in markdown
+
+
+@pytest.mark.fake
+@pytest.mark.parametrize("ready_after_ms", [0, 700, 30_000, 59_000])
+def test_an_oracles_wait_costs_few_steps_however_long_the_app_takes(ready_after_ms):
+    """Each of an oracle's waits is a step of the task's budget (templates have 25 to 80): waiting a minute for an
+    app on a loaded machine must leave most of it for the work."""
+    from hci_envs.errors import ActionTimeoutError
+    from hci_envs.tasks.suite.common import until
+
+    waited = [0]
+    steps = until(lambda: waited[0] >= ready_after_ms and "ready", "the app", timeout=60)
+    count = 0
+    try:
+        while True:
+            waited[0] += next(steps)["ms"]
+            count += 1
+    except StopIteration as done:
+        assert done.value == "ready"
+    assert waited[0] <= max(ready_after_ms * 1.5, 200) + 1 and count <= 21, (waited, count)
+    slept: list[int] = []
+    with pytest.raises(ActionTimeoutError, match="waited 60s for never"):
+        for step in until(lambda: False, "never", timeout=60):
+            slept.append(step["ms"])
+    assert sum(slept) == 60_000 and len(slept) <= 21  # not a moment past its timeout

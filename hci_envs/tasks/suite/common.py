@@ -61,10 +61,15 @@ def home(ctx: Any) -> Path:
     return Path(ctx.env.home)
 
 
+#: The longest wait between two looks of an oracle's ``until``: a wait of a minute costs about 20 steps.
+LONGEST_POLL_MS = 4000
+
+
 def until(predicate: Callable[[], Any], what: str, timeout: float = 15.0, every_ms: int = 200) -> Iterator[Step]:
-    """Wait steps until ``predicate()`` holds; its value is the generator's return value. The waits grow
-    (up to a second) as the wait drags on: every wait is a step of the task's budget, and a loaded machine
-    should not make an oracle run out of steps."""
+    """Wait steps until ``predicate()`` holds; its value is the generator's return value. The waits grow by half
+    each time (up to :data:`LONGEST_POLL_MS`) as the wait drags on: every wait is a step of the task's budget,
+    and a loaded machine, on which an office suite takes half a minute to show its document, must not make an
+    oracle run out of steps (at one second a poll it did: 30 steps gone before the first key)."""
     waited = 0
     step = every_ms
     while True:
@@ -73,9 +78,10 @@ def until(predicate: Callable[[], Any], what: str, timeout: float = 15.0, every_
             return value
         if waited >= timeout * 1000:
             raise ActionTimeoutError(f"the oracle waited {timeout:g}s for {what}")
+        step = min(step, max(1, int(timeout * 1000) - waited))  # not past the timeout
         yield wait(step)
         waited += step
-        step = min(max(step, int(step * 1.5)), max(every_ms, 1000))
+        step = min(max(step + 1, int(step * 1.5)), max(every_ms, LONGEST_POLL_MS))
 
 
 def tree(ctx: Any, **query: Any) -> list[dict[str, Any]]:
