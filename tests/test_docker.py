@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -143,9 +144,9 @@ def test_a_container_removed_while_the_orphans_are_listed_is_passed_over(docker_
     """Starting a provider sweeps the orphans of dead processes, listing every provider's container; another
     provider may remove its own in the middle of the listing (four starting and stopping at once do). Here the
     removal is made to happen there, for real: the first inspection of the listing removes that container."""
-    from hci_envs.providers.docker import reap_orphans
+    from hci_envs.providers.docker import reap_orphans, run_label
 
-    other = docker_client.containers.create(BASE_IMAGE, command=["true"], labels={LABEL: "test"})
+    other = docker_client.containers.create(BASE_IMAGE, command=["true"], labels={LABEL: "test", **run_label()})
     inspect = docker_client.api.inspect_container
     removed = []
 
@@ -338,7 +339,7 @@ def test_image_derived_from_an_environments_traits(docker_client):
 
     dockerfile = derived_dockerfile("workstation", WorkstationEnv)
     assert "HCI_ENVS_ENV=workstation" in dockerfile
-    tag = "hci-envs-test/custom:latest"
+    tag = f"hci-envs-test/custom:{os.environ['HCI_ENVS_RUN']}"  # this run's: another run removes its own
     build_env_image(str(HERE / "envs" / "custom_env.py") + ":CustomEnv", tag, progress=lambda m: None)
     try:
         with HciEnvClient.from_docker_image(tag) as env:

@@ -80,11 +80,15 @@ def _pid_alive(pid: int) -> bool:
 
 
 def reap_orphans(client: Any) -> list[str]:
-    """Remove containers started by providers of processes on this machine that are gone."""
+    """Remove containers started by providers of processes on this machine that are gone: of this run (see
+    :data:`RUN`) only, since another run sharing the daemon keeps to its own."""
     removed = []
     host = socket.gethostname()
+    ours = os.environ.get("HCI_ENVS_RUN", "")
     # Listing inspects each container: one removed meanwhile (another provider's, stopping) is passed over.
     for container in client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True):
+        if container.labels.get(RUN, "") != ours:
+            continue
         owner = container.labels.get(OWNER, "")
         owner_host, _, pid = owner.rpartition(":")
         if owner_host == host and pid.isdigit() and not _pid_alive(int(pid)):
