@@ -25,7 +25,8 @@ from pathlib import Path
 import httpx
 import pytest
 from conftest import need, need_programs
-from helpers import PROBE, McpClient, agent_writable_dir, descendants, frozen, our_containers, processes_named, wait_until
+from helpers import (PROBE, McpClient, agent_writable_dir, descendants, frozen, our_containers, processes_named,
+                     wait_until)
 
 from hci_envs import AsyncHciEnvClient, HciEnvClient
 from hci_envs.env.env_checker import process_alive
