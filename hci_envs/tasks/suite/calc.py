@@ -5,9 +5,9 @@ The workbooks are CSV text or ODS files built here from the seed (a fixed zip da
 same seed). Checkers read the saved file as :mod:`..documents` reads it: the values Calc cached when it saved,
 its formulas, sheet names and bold cells.
 
-The oracles work the keyboard, as is most reliable in Calc: ctrl+Home then arrow keys to a cell, typing a
-value or formula with Tab and Return, shift+arrows to select, ctrl+s to save; they wait until the file on
-disk holds the change.
+The oracles work the keyboard, as is most reliable in Calc: ctrl+Home then arrow keys to a cell (waiting until
+the Name Box shows it), typing a value or formula with Tab and Return, shift+arrows to select, ctrl+s to save;
+they wait until the file on disk holds the change.
 """
 
 from __future__ import annotations
@@ -48,15 +48,19 @@ def _ready(ctx: Any) -> Iterator[Any]:
     yield wait(500)
 
 
-def _goto(ref: str) -> list[Any]:
-    """To a cell from the first one with arrow keys (the Name Box's focus is less sure than the grid's)."""
+def _goto(ctx: Any, ref: str) -> Iterator[Any]:
+    """To a cell from the first one with arrow keys (the Name Box's focus is less sure than the grid's), then
+    wait until the Name Box shows it: Calc runs its cursor keys as commands it posts to itself, and typing is
+    handled at once, so on a loaded machine text typed right after the keys went to a cell on the way."""
     row, column = cell_position(ref)
     steps: list[Any] = [key("ctrl+Home")]
     if column > 1:
         steps.append(key("Right", column - 1))
     if row > 1:
         steps.append(key("Down", row - 1))
-    return steps
+    yield steps
+    yield from until(lambda: any(n["role"] == "text" and n.get("text") == ref for n in tree(ctx, app="calc")),
+                     f"the Name Box to show {ref}", timeout=20)
 
 
 def _type_rows(rows: Rows) -> Any:
@@ -121,7 +125,7 @@ def column_total(rng: random.Random) -> Variant:
 
     def oracle(ctx: Any) -> Iterator[Any]:
         yield from _ready(ctx)
-        yield _goto(f"A{total_row}")
+        yield from _goto(ctx, f"A{total_row}")
         yield type_text(f"Total\t=SUM(B2:B{len(items) + 1})\n", "keys")
         yield from _save(ctx, path, _cells_are(cells))
 
@@ -166,7 +170,7 @@ def statistics(rng: random.Random) -> Variant:
 
     def oracle(ctx: Any) -> Iterator[Any]:
         yield from _ready(ctx)
-        yield _goto("E2")
+        yield from _goto(ctx, "E2")
         yield type_text("".join(typed), "keys")
         yield from _save(ctx, path, _cells_are(wanted))
 
@@ -196,7 +200,7 @@ def sort_rows(rng: random.Random) -> Variant:
 
     def oracle(ctx: Any) -> Iterator[Any]:
         yield from _ready(ctx)
-        yield _goto("A2")
+        yield from _goto(ctx, "A2")
         yield _type_rows(ordered)
         yield from _save(ctx, path, _cells_are({f"A{i + 2}": r[0] for i, r in enumerate(ordered)}
                                                | {f"C{i + 2}": r[2] for i, r in enumerate(ordered)}))
@@ -220,7 +224,7 @@ def fill_formula(rng: random.Random) -> Variant:
 
     def oracle(ctx: Any) -> Iterator[Any]:
         yield from _ready(ctx)
-        yield _goto("D2")
+        yield from _goto(ctx, "D2")
         yield type_text("=B2*C2\n", "keys")
         yield key("Up")
         yield key("shift+Down", last - 2)
@@ -253,7 +257,7 @@ def new_column(rng: random.Random) -> Variant:
 
     def oracle(ctx: Any) -> Iterator[Any]:
         yield from _ready(ctx)
-        yield _goto("D1")
+        yield from _goto(ctx, "D1")
         yield type_text(f"{name}\n=B2{'-' if sign < 0 else '+'}C2\n", "keys")
         yield key("Up")
         yield key("shift+Down", len(data) - 1)
@@ -287,7 +291,7 @@ def fix_value(rng: random.Random) -> Variant:
 
     def oracle(ctx: Any) -> Iterator[Any]:
         yield from _ready(ctx)
-        yield _goto(ref)
+        yield from _goto(ctx, ref)
         yield type_text(f"{right}\n", "keys")
         yield from _save(ctx, path, _cells_are({ref: right}))
 
@@ -374,11 +378,11 @@ def bold_header(rng: random.Random) -> Variant:
 
     def oracle(ctx: Any) -> Iterator[Any]:
         yield from _ready(ctx)
-        yield _goto("A1")
+        yield from _goto(ctx, "A1")
         yield key("shift+Right", width - 1)
         yield key("ctrl+b")
         if with_total:
-            yield _goto(f"A{len(rows)}")
+            yield from _goto(ctx, f"A{len(rows)}")
             yield key("shift+Right", width - 1)
             yield key("ctrl+b")
         yield from _save(ctx, path, _book_holds(lambda book: all(book.sheet(None).cell(r).bold for r in bold)))
@@ -437,11 +441,11 @@ def delete_rows(rng: random.Random) -> Variant:
 
     def oracle(ctx: Any) -> Iterator[Any]:
         yield from _ready(ctx)
-        yield _goto("A2")
+        yield from _goto(ctx, "A2")
         yield key("shift+Right", 2)
         yield key("shift+Down", len(people) - 1)
         yield key("Delete")
-        yield _goto("A2")
+        yield from _goto(ctx, "A2")
         yield _type_rows(kept)
         yield from _save(ctx, path, _book_holds(
             lambda book: book.sheet(None).cell(f"A{len(people) + 1}").value is None
@@ -464,7 +468,7 @@ def enter_table(rng: random.Random) -> Variant:
 
     def oracle(ctx: Any) -> Iterator[Any]:
         yield from _ready(ctx)
-        yield key("ctrl+Home")
+        yield from _goto(ctx, "A1")
         for row in [header, *rows]:
             for value in row[:-1]:
                 yield type_text(f"{value}\t", "keys")
