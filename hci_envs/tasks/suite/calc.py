@@ -50,8 +50,9 @@ def _ready(ctx: Any) -> Iterator[Any]:
 
 def _goto(ctx: Any, ref: str) -> Iterator[Any]:
     """To a cell from the first one with arrow keys (the Name Box's focus is less sure than the grid's), then
-    wait until the Name Box shows it: Calc runs its cursor keys as commands it posts to itself, and typing is
-    handled at once, so on a loaded machine text typed right after the keys went to a cell on the way."""
+    wait until the Name Box shows it. On a loaded machine Calc handled text typed right after the keys before
+    some of them (a formula landed in a cell on the way, the keys' moves came after it), although X delivered
+    them in order; the Name Box says when the moves are done."""
     row, column = cell_position(ref)
     steps: list[Any] = [key("ctrl+Home")]
     if column > 1:
