@@ -559,3 +559,29 @@ def test_a_desktop_process_killed_in_a_container_is_said_and_the_next_reset_reco
         code, zombies = container.exec_run(["sh", "-c", "ps -e -o stat= | grep -c '^Z' || true"])
         assert zombies.decode().strip() == "0", zombies
         assert env.provider.alive()
+
+
+def test_building_again_removes_the_image_it_replaced_and_nothing_else(docker_client, tmp_path):
+    """A build that replaces an image of hci-envs' removes the one it replaced (building again and again would fill
+    the disk); an untagged image of somebody else's stays."""
+    from hci_envs.ops.images import build_dockerfile_dir
+
+    tag = f"hci-envs-test/rebuilt:{os.environ['HCI_ENVS_RUN']}"
+    context = tmp_path / "rebuilt"
+    context.mkdir()
+    foreign_context = tmp_path / "foreign"
+    foreign_context.mkdir()
+    (foreign_context / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nRUN echo {os.urandom(4).hex()} > /foreign\n")
+    foreign = docker_client.images.build(path=str(foreign_context), rm=True)[0]  # untagged, not ours
+    ids = []
+    try:
+        for n in range(2):
+            (context / "Dockerfile").write_text(f"ARG BASE\nFROM $BASE\nRUN echo {n}-{os.urandom(4).hex()} > /n\n")
+            ids.append(build_dockerfile_dir(context, tag, base=BASE_IMAGE, progress=lambda m: None))
+        assert ids[0] != ids[1] and docker_client.images.get(tag).id == ids[1]
+        with pytest.raises(Exception, match="No such image|not found"):
+            docker_client.images.get(ids[0])
+        assert docker_client.images.get(foreign.id).id == foreign.id  # somebody else's: left alone
+    finally:
+        docker_client.images.remove(tag, force=True)
+        docker_client.images.remove(foreign.id, force=True)

@@ -51,6 +51,8 @@ BASE = "hci-envs/base:latest"
 APPS = "hci-envs/apps:latest"
 OSWORLD = "hci-envs/osworld:latest"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
+#: The label of every image hci-envs builds: what its builds may clean up after themselves.
+IMAGE_LABEL = "hci-envs.image"
 
 #: What the base image has: the desktop (the HumanComputerInterfaceable trait's packages, x11vnc and the
 #: accessibility bus),
@@ -391,7 +393,9 @@ def _repack_installed(dest: Path) -> Path:
 # -- images ----------------------------------------------------------------------------------------------------
 def docker_build(context: Path, tag: str, *, buildargs: dict[str, str] | None = None,
                  progress: Progress = _say) -> str:
-    """``docker build`` through the SDK, streaming the build's output; returns the image id."""
+    """``docker build`` through the SDK, streaming the build's output; returns the image id. The image carries
+    the label :data:`IMAGE_LABEL`; what an earlier build of it left untagged (the image this build replaced)
+    is removed, so that building again and again does not fill the disk."""
     client = docker_client()
     progress(f"building {tag}")
     started = time.monotonic()
@@ -399,7 +403,7 @@ def docker_build(context: Path, tag: str, *, buildargs: dict[str, str] | None = 
     image_id = None
     errors = []
     for chunk in api.build(path=str(context), tag=tag, buildargs=buildargs or {}, rm=True, forcerm=True,
-                           decode=True, pull=False):
+                           decode=True, pull=False, labels={IMAGE_LABEL: "1"}):
         if "stream" in chunk:
             line = chunk["stream"].rstrip()
             if line.startswith("Step ") or "installing" in line or "Successfully" in line:
@@ -411,7 +415,21 @@ def docker_build(context: Path, tag: str, *, buildargs: dict[str, str] | None = 
     if errors or image_id is None:
         raise ProviderError(f"building {tag} failed: {' '.join(errors) or 'no image id'}")
     progress(f"{tag} built in {time.monotonic() - started:.0f}s")
+    _remove_replaced(client, progress)
     return image_id
+
+
+def _remove_replaced(client: Any, progress: Progress) -> None:
+    """Remove hci-envs' images that no tag names any more (replaced by a build; one that a container still uses,
+    or that another image is built on, stays until it is free). Only images with :data:`IMAGE_LABEL`: nobody
+    else's."""
+    try:
+        freed = client.images.prune(filters={"dangling": True, "label": IMAGE_LABEL}).get("SpaceReclaimed") or 0
+    except Exception as exc:  # noqa: BLE001 - a build that worked is not failed by its clean-up
+        progress(f"could not remove the images earlier builds left untagged: {exc}")
+        return
+    if freed:
+        progress(f"removed images earlier builds left untagged ({freed / 2**20:.0f} MiB)")
 
 
 @_exclusive
