@@ -51,8 +51,6 @@ BASE = "hci-envs/base:latest"
 APPS = "hci-envs/apps:latest"
 OSWORLD = "hci-envs/osworld:latest"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
-#: The label of every image hci-envs builds: what its builds may clean up after themselves.
-IMAGE_LABEL = "hci-envs.image"
 
 #: What the base image has: the desktop (the HumanComputerInterfaceable trait's packages, x11vnc and the
 #: accessibility bus),
@@ -227,13 +225,9 @@ _building = threading.local()
 def _one_build_at_a_time(progress: Progress) -> Iterator[None]:
     """Hold BUILD for a build (its wheelhouse and contexts are rebuilt in place): a second build from the same
     checkout or cache, in another process (two CI jobs, two users of one account), waits for this one instead of
-    removing the files it reads. Re-entered freely by the builds one build makes."""
-    if getattr(_building, "depth", 0):
-        _building.depth += 1
-        try:
-            yield
-        finally:
-            _building.depth -= 1
+    removing the files it reads. A build inside one that holds it (build_all's, build_apps's wheelhouse) goes on."""
+    if getattr(_building, "held", False):
+        yield
         return
     with open(build_dir() / ".lock", "a") as lock:
         try:
@@ -241,11 +235,11 @@ def _one_build_at_a_time(progress: Progress) -> Iterator[None]:
         except BlockingIOError:
             progress(f"waiting for another image build from {BUILD} to finish")
             fcntl.flock(lock, fcntl.LOCK_EX)
-        _building.depth = 1
+        _building.held = True
         try:
             yield
         finally:
-            _building.depth = 0
+            _building.held = False
 
 
 def _exclusive(builder: _Builder) -> _Builder:
@@ -393,17 +387,21 @@ def _repack_installed(dest: Path) -> Path:
 # -- images ----------------------------------------------------------------------------------------------------
 def docker_build(context: Path, tag: str, *, buildargs: dict[str, str] | None = None,
                  progress: Progress = _say) -> str:
-    """``docker build`` through the SDK, streaming the build's output; returns the image id. The image carries
-    the label :data:`IMAGE_LABEL`; what an earlier build of it left untagged (the image this build replaced)
-    is removed, so that building again and again does not fill the disk."""
+    """``docker build`` through the SDK, streaming the build's output; returns the image id. The image the tag
+    named before, replaced by this one, is removed once nothing uses it (see :func:`_remove_replaced`), so that
+    building again and again does not fill the disk."""
     client = docker_client()
     progress(f"building {tag}")
     started = time.monotonic()
+    try:
+        previous = client.images.get(tag).id
+    except Exception:  # noqa: BLE001 - not there yet
+        previous = None
     api = client.api
     image_id = None
     errors = []
     for chunk in api.build(path=str(context), tag=tag, buildargs=buildargs or {}, rm=True, forcerm=True,
-                           decode=True, pull=False, labels={IMAGE_LABEL: "1"}):
+                           decode=True, pull=False):
         if "stream" in chunk:
             line = chunk["stream"].rstrip()
             if line.startswith("Step ") or "installing" in line or "Successfully" in line:
@@ -415,21 +413,32 @@ def docker_build(context: Path, tag: str, *, buildargs: dict[str, str] | None = 
     if errors or image_id is None:
         raise ProviderError(f"building {tag} failed: {' '.join(errors) or 'no image id'}")
     progress(f"{tag} built in {time.monotonic() - started:.0f}s")
-    _remove_replaced(client, progress)
+    _remove_replaced(client, previous if previous != image_id else None, progress)
     return image_id
 
 
-def _remove_replaced(client: Any, progress: Progress) -> None:
-    """Remove hci-envs' images that no tag names any more (replaced by a build; one that a container still uses,
-    or that another image is built on, stays until it is free). Only images with :data:`IMAGE_LABEL`: nobody
-    else's."""
-    try:
-        freed = client.images.prune(filters={"dangling": True, "label": IMAGE_LABEL}).get("SpaceReclaimed") or 0
-    except Exception as exc:  # noqa: BLE001 - a build that worked is not failed by its clean-up
-        progress(f"could not remove the images earlier builds left untagged: {exc}")
-        return
-    if freed:
-        progress(f"removed images earlier builds left untagged ({freed / 2**20:.0f} MiB)")
+def _remove_replaced(client: Any, replaced: str | None, progress: Progress) -> None:
+    """Remove the images builds replaced (``replaced``, and those of earlier builds kept in BUILD's list), by id:
+    nobody else's, and only while no tag names them. One that a container or another image still uses stays on
+    the list until a later build finds it free (an old hci-envs/base, until the old apps image built on it is
+    gone). Called under the build lock (:func:`_one_build_at_a_time`)."""
+    listed = build_dir() / "replaced-images"
+    waiting = set(listed.read_text().split()) if listed.exists() else set()
+    if replaced:
+        waiting.add(replaced)
+    kept, removed = set(), 0
+    for image_id in sorted(waiting):
+        try:
+            if client.images.get(image_id).tags:
+                continue  # tagged again: somebody's image now
+            client.images.remove(image_id)
+            removed += 1
+        except Exception as exc:  # noqa: BLE001 - gone already (not found), or still in use: try again next time
+            if "No such image" not in str(exc) and "not found" not in str(exc).lower():
+                kept.add(image_id)
+    listed.write_text("".join(f"{i}\n" for i in sorted(kept)))
+    if removed:
+        progress(f"removed {removed} image(s) that builds replaced")
 
 
 @_exclusive
