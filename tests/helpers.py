@@ -714,7 +714,7 @@ def vnc_proxy(env: Any) -> Iterator[tuple[int, str]]:
 def our_containers(client: Any, **filters: Any) -> list[Any]:
     """The containers this test run's providers started (label ``hci-envs.run``, set by conftest): another run
     sharing the Docker daemon has its own."""
-    from hci_envs.providers.docker import LABEL, RUN
+    from hci_envs.providers.docker import LABEL, RUN, run_label
 
-    label = [LABEL, f"{RUN}={os.environ['HCI_ENVS_RUN']}"]
+    label = [LABEL, f"{RUN}={run_label()[RUN]}"]
     return client.containers.list(all=True, filters={"label": label, **filters}, ignore_removed=True)

@@ -84,7 +84,7 @@ def reap_orphans(client: Any) -> list[str]:
     :data:`RUN`) only, since another run sharing the daemon keeps to its own."""
     removed = []
     host = socket.gethostname()
-    ours = os.environ.get("HCI_ENVS_RUN", "")
+    ours = run_label().get(RUN, "")
     # Listing inspects each container: one removed meanwhile (another provider's, stopping) is passed over.
     for container in client.containers.list(all=True, filters={"label": LABEL}, ignore_removed=True):
         if container.labels.get(RUN, "") != ours:

@@ -436,8 +436,10 @@ class _Downstream:
 
     def _update(self) -> bytes:
         """The DesktopName update due, if one is (and marks it shown)."""
+        if not self._names:
+            return b""
         wanted = self.session.name_for(self.viewer, self._base)
-        if not self._names or wanted == self._shown:
+        if wanted == self._shown:
             return b""
         self._shown = wanted
         return desktop_name_update(wanted)
