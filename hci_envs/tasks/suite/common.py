@@ -131,6 +131,19 @@ def click_on(ctx: Any, role: str | None = None, name: str | None = None, *, app:
     return node
 
 
+def click_into(ctx: Any, node: dict[str, Any], *, app: str, timeout: float = 20.0) -> Iterator[Step]:
+    """Click a field and wait until the accessibility tree says it has the keyboard focus. Keys sent right after
+    a click go wherever the focus is when the app handles them, and on a loaded machine an app may handle the
+    click later than X delivered it."""
+    yield click(*centre(node))
+
+    def focused() -> bool:
+        return any(n["role"] == node["role"] and n.get("box") == node.get("box") and "focused" in n.get("states", ())
+                   for n in tree(ctx, app=app))
+
+    yield from until(focused, f"the {node['role']} clicked to take the focus", timeout)
+
+
 def file_text(ctx: Any, relative: str) -> str | None:
     try:
         return (home(ctx) / relative).read_text(encoding="utf-8")

@@ -15,8 +15,8 @@ from typing import Any
 
 from . import Variant, template
 from .apps import OFFICE_SETUP, writer
-from .common import (CITIES, FIRST_NAMES, LAST_NAMES, MONTHS, PRODUCTS, WORDS, centre, click, find, key, person,
-                     saved, tree, type_text, until, wait)
+from .common import (CITIES, FIRST_NAMES, LAST_NAMES, MONTHS, PRODUCTS, WORDS, centre, click, click_into, find, key,
+                     person, saved, tree, type_text, until, wait)
 from .office_files import docx, odt
 
 DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday")
@@ -70,9 +70,17 @@ def save(ctx: Any, path: str, done: Callable[[Any], bool]) -> Iterator[Any]:
     yield from saved(ctx, path, lambda data: (doc := document(data)) is not None and bool(done(doc)), timeout=30)
 
 
-def line(n: int) -> list[Any]:
-    """Select the ``n``-th paragraph (from 0) of one-line paragraphs."""
-    return [key("ctrl+Home"), *([key("Down", n)] if n else []), key("Home"), key("shift+End")]
+def selected(ctx: Any) -> list[str]:
+    """The text of each paragraph the accessibility tree says holds the selection."""
+    return [n.get("text") or "" for n in tree(ctx, app="writer")
+            if n["role"] == "paragraph" and "selected" in n.get("states", ())]
+
+
+def select_line(ctx: Any, n: int, text: str) -> Iterator[Any]:
+    """Select the ``n``-th paragraph (from 0) of one-line paragraphs, whose text is ``text``, and wait until
+    Writer shows that selection: what follows acts on whatever is selected when Writer handles it."""
+    yield [key("ctrl+Home"), *([key("Down", n)] if n else []), key("Home"), key("shift+End")]
+    yield from until(lambda: selected(ctx) == [text], f"the line {text!r} to be selected", timeout=20)
 
 
 def select_phrase(ctx: Any, phrase: str) -> Iterator[Any]:
@@ -106,7 +114,7 @@ def bold_title(rng: random.Random) -> Variant:
 
     def oracle(ctx: Any) -> Iterator[Any]:
         yield from opened(ctx, name)
-        yield line(0)
+        yield from select_line(ctx, 0, title)
         yield key("ctrl+b")
         yield from save(ctx, name, lambda doc: doc.paragraphs[0].bold)
 
@@ -260,7 +268,7 @@ def _replace_dialog(ctx: Any, pairs: list[tuple[str, str]]) -> Iterator[Any]:
     for old, new in pairs:
         for label, text in (("Find:", old), ("Replace:", new)):
             box = yield from labelled(ctx, label)
-            yield click(*centre(box))
+            yield from click_into(ctx, box, app="writer")
             yield key("ctrl+a")
             yield type_text(text, "keys")
         yield wait(300)
@@ -422,14 +430,27 @@ def font_size(rng: random.Random) -> Variant:
     target = rng.randrange(len(lines))
 
     def oracle(ctx: Any) -> Iterator[Any]:
+        def size_box() -> dict[str, Any] | None:
+            return next((n for n in tree(ctx, app="writer") if n["role"] == "text"
+                         and (n.get("text") or "").endswith(" pt")), None)
+
+        def shows(text: str, focused: bool) -> Callable[[], bool]:
+            def look() -> bool:
+                found = next((n for n in tree(ctx, app="writer") if n["role"] == "text" and n.get("box") == box["box"]),
+                             None)
+                return found is not None and found.get("text") == text and ("focused" in found["states"]) == focused
+            return look
+
         yield from opened(ctx, name)
-        yield line(target)
-        size_box = yield from until(lambda: next((n for n in tree(ctx, app="writer") if n["role"] == "text"
-                                                  and n.get("text", "").endswith(" pt")), None), "the font size box")
-        yield click(*centre(size_box))
+        yield from select_line(ctx, target, lines[target])
+        box = yield from until(size_box, "the font size box")
+        yield from click_into(ctx, box, app="writer")
         yield key("ctrl+a")
         yield type_text(str(size), "keys")
+        yield from until(shows(str(size), focused=True), f"{size} to be typed into the font size box")
         yield key("Return")
+        # Return applies the size and gives the document the focus back, and the box shows the size applied
+        yield from until(shows(f"{size} pt", focused=False), f"the font size {size} pt to be applied")
         yield from save(ctx, name, lambda doc: doc.paragraphs[target].font_size == size)
 
     return Variant(
@@ -580,7 +601,7 @@ def docx_title(rng: random.Random) -> Variant:
 
     def oracle(ctx: Any) -> Iterator[Any]:
         yield from opened(ctx, name)
-        yield line(0)
+        yield from select_line(ctx, 0, title)
         yield key("ctrl+b")
         yield key("ctrl+e")
         yield from save(ctx, name, lambda doc: doc.format == "docx" and doc.paragraphs[0].bold
