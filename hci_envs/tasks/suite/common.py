@@ -94,6 +94,12 @@ def tree(ctx: Any, **query: Any) -> list[dict[str, Any]]:
     return accessibility.tree(Query(**query), remember=False).nodes
 
 
+def window_titles(ctx: Any) -> list[str]:
+    """The titles of the desktop's windows now, as their apps set them on X."""
+    desktop = ctx.env.desktop
+    return [desktop.input.window_title(w) for w in desktop.windows()]
+
+
 def find(ctx: Any, role: str | None = None, name: str | None = None, *, app: str | None = None,
          contains: str | None = None, timeout: float = 20.0) -> Iterator[Step]:
     """Wait until an element on screen matches, and return its node."""

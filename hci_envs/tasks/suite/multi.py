@@ -15,7 +15,7 @@ from typing import Any
 
 from . import Variant, template
 from .apps import browser, calculator, editor, terminal
-from .browser import _site, contact_sent, fill, site_url
+from .browser import _site, contact_sent, fill, go_to, site_url
 from .browser import go as browser_go
 from .common import CITIES, PRODUCTS, WORDS, centre, click, file_text, find, key, person, saved, type_text, until, wait
 from .terminal import shell
@@ -86,8 +86,7 @@ def web_price_note(rng: random.Random) -> Variant:
 
     def oracle(ctx: Any) -> Iterator[Any]:
         base = yield from _browser_start(ctx)
-        yield browser_go(f"{base}/product-{product}.html")
-        yield wait(1500)
+        yield from go_to(ctx, f"{base}/product-{product}.html", f"{product.title()} details")
         yield click(*EDITOR_SPOT)
         yield key("ctrl+End")
         yield type_text(line + "\n", "keys")
@@ -113,7 +112,7 @@ def form_from_file(rng: random.Random) -> Variant:
 
     def oracle(ctx: Any) -> Iterator[Any]:
         base = yield from _browser_start(ctx)
-        yield browser_go(f"{base}/contact.html")
+        yield from browser_go(ctx, f"{base}/contact.html")
         yield from fill(ctx, [name, email])
         yield wait(1500)
 
@@ -135,7 +134,7 @@ def download_sum(rng: random.Random) -> Variant:
 
     def oracle(ctx: Any) -> Iterator[Any]:
         base = yield from _browser_start(ctx)
-        yield browser_go(f"{base}/downloads/{wanted}")
+        yield from browser_go(ctx, f"{base}/downloads/{wanted}")
         yield from until(lambda: file_text(ctx, f"Downloads/{wanted}"), "the download", 20)
         yield click(*TERMINAL_SPOT)
         yield shell(f"awk -F, 'NR > 1 {{s += $2}} END {{print s}}' Downloads/{wanted} > {out}")
@@ -234,8 +233,7 @@ def web_prices_total(rng: random.Random) -> Variant:
     def oracle(ctx: Any) -> Iterator[Any]:
         base = yield from _browser_start(ctx)
         for product, line in zip(products, lines):
-            yield browser_go(f"{base}/product-{product}.html")
-            yield wait(1200)
+            yield from go_to(ctx, f"{base}/product-{product}.html", f"{product.title()} details")
             yield click(*EDITOR_SPOT)
             yield key("ctrl+End")
             yield type_text(line + "\n", "keys")
@@ -418,7 +416,7 @@ def terminal_search(rng: random.Random) -> Variant:
         yield shell(f"grep {product},{city} stock.csv")
         yield click(*BROWSER_SPOT)
         yield wait(300)
-        yield browser_go(f"{base}/search.html")
+        yield from browser_go(ctx, f"{base}/search.html")
         yield from fill(ctx, [target])
         yield wait(1500)
 
