@@ -151,6 +151,7 @@ def test_a_calc_task_opens_its_download_and_is_scored_by_compare_table(tmp_path)
                           "options": {"rules": [{"type": "sheet_data", "sheet_idx0": "RI0", "sheet_idx1": "EI0"}]}}}
     (tmp_path / "calc-total.json").write_text(json.dumps(task))
     solution = ["pyautogui.hotkey('ctrl', 'home'); pyautogui.press('down', presses=3)",  # to A4
+                {"wait_for_tree": ">A4</text>"},  # until the Name Box shows A4 (the peer's wait: Calc moves late)
                 "pyautogui.typewrite('total\\t=SUM(B2:B3)\\n')",
                 "pyautogui.hotkey('ctrl', 's')",
                 KEEP_THE_FORMAT_AND_WAIT_FOR_THE_FILE % {"path": "/home/user/prices.xlsx"}]
