@@ -125,8 +125,8 @@ def _start(ctx: Any) -> Iterator[Any]:
 def go_to(ctx: Any, url: str, title: str) -> Iterator[Any]:
     """Open an address and wait until the browser shows its page, whose title is ``title``. The window names the
     address first and the page's title once it has come: a bookmark made in between took the last page's title.
-    The window's title on X is read, not the accessibility tree's document: once the tree kept the last page's
-    name after the page had changed."""
+    The window's title on X is read, not the accessibility tree's document: once, loaded, the tree's document did
+    not take the new page's name within 30 s while the screen showed the page."""
     yield from go(ctx, url)
     yield from until(lambda: f"{title} - Chromium" in window_titles(ctx), f"the page {title!r}", 30)
 
