@@ -134,3 +134,65 @@ def test_an_oracles_wait_costs_few_steps_however_long_the_app_takes(ready_after_
         for step in until(lambda: False, "never", timeout=60):
             slept.append(step["ms"])
     assert sum(slept) == 60_000 and len(slept) <= 21  # not a moment past its timeout
+
+
+class _ScriptedScreen:
+    """The test seam for oracles' moves (a stand-in for a desktop's accessibility tree, not a desktop): each look
+    at the tree reads the next of ``trees`` (the last one stays), so a test says what the app shows, and when."""
+
+    def __init__(self, trees: list[list[dict]], titles: list[list[str]] | None = None) -> None:
+        self.trees, self.titles = trees, titles or [[]]
+        self.accessibility, self.input = self, self
+
+    def tree(self, _query, remember=False):  # noqa: ARG002 - the accessibility backend's signature
+        from types import SimpleNamespace
+
+        return SimpleNamespace(nodes=self.trees.pop(0) if len(self.trees) > 1 else self.trees[0])
+
+    def windows(self) -> list[int]:
+        self.now = self.titles.pop(0) if len(self.titles) > 1 else self.titles[0]
+        return list(range(len(self.now)))
+
+    def window_title(self, window: int) -> str:
+        return self.now[window]
+
+
+def _moves(oracle_part, screen: _ScriptedScreen) -> list[dict]:
+    """The actions a part of an oracle yields against ``screen`` (waits included, batches flattened), until it
+    ends."""
+    from types import SimpleNamespace
+
+    moves: list[dict] = []
+    for step in oracle_part(SimpleNamespace(env=SimpleNamespace(desktop=screen))):
+        moves.extend(step if isinstance(step, list) else [step])
+    return moves
+
+
+@pytest.mark.fake
+def test_oracles_wait_for_the_focus_and_the_page_before_they_type():
+    """An app may handle a click or a key later than X delivers it (Writer, Chromium on a loaded machine): the
+    suite's oracles type only once the tree shows the field focused, and act on a page only once its window says
+    the page has come."""
+    from hci_envs.tasks.suite.browser import ADDRESS_BAR, go_to
+    from hci_envs.tasks.suite.common import click_into
+    from hci_envs.tasks.suite.writer import select_line
+
+    box = {"role": "text", "name": "", "text": "12 pt", "box": [500, 90, 40, 20], "states": ["editable"]}
+    focused = {**box, "states": ["editable", "focused"]}
+    moves = _moves(lambda ctx: click_into(ctx, box, app="writer"), _ScriptedScreen([[box], [box], [box], [focused]]))
+    assert moves[0]["type"] == "click" and [m["type"] for m in moves[1:]] == ["wait"] * 3
+
+    line = {"role": "paragraph", "text": "Second line", "states": ["focused"]}
+    chosen = {**line, "states": ["focused", "selected"]}
+    moves = _moves(lambda ctx: select_line(ctx, 1, "Second line"), _ScriptedScreen([[line], [chosen]]))
+    assert [m["type"] for m in moves] == ["key"] * 4 + ["wait"]  # ctrl+Home, Down, Home, shift+End, then a look
+
+    bar = {"role": "entry", "name": ADDRESS_BAR, "states": []}
+    screen = _ScriptedScreen([[bar], [{**bar, "states": ["focused"]}]],
+                             titles=[["Corner Shop - Chromium"], ["127.0.0.1:80/p.html - Chromium"],
+                                     ["Teapot details - Chromium"]])
+    moves = _moves(lambda ctx: go_to(ctx, "http://127.0.0.1:80/p.html", "Teapot details"), screen)
+    kinds = [m["type"] for m in moves]
+    assert kinds == ["key", "wait", "type_text", "wait", "key", "wait", "wait"], kinds
+    # ctrl+l, a look until the bar has the focus, the address, Return, and looks until the title is the page's
+    assert len(screen.trees) == 1 and len(screen.titles) == 1  # each was looked at, not slept through
