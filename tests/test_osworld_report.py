@@ -178,3 +178,29 @@ def test_the_report_runs_a_folder_and_says_why_the_rest_do_not_run(x11, tmp_path
     markdown = (work / "out" / "report.md").read_text()
     assert "| elsewhere | 5 | 1 | 3 | 1 | 1 / 1 |" in markdown, markdown
     assert shutil.which("code") is None  # the VS Code row is honest on this machine
+
+
+@pytest.mark.fake
+def test_a_solution_waits_for_the_tree_and_says_what_it_did_not_see(monkeypatch):
+    """A scripted solution's ``{"wait_for_tree": text}`` polls OSWorld's tree XML until the text is in it, then
+    the next actions go to ``env.step``; a wait that never ends names the text. The environment here is a stand-in
+    (the declared seam: an object with OSWorld's ``step`` and ``controller.get_accessibility_tree``)."""
+    from types import SimpleNamespace
+
+    from hci_envs.osworld import report
+
+    monkeypatch.setattr(report.time, "sleep", lambda _s: None)
+    trees = [None, "<desktop-frame><text>A1</text></desktop-frame>", "<desktop-frame><text>A4</text></desktop-frame>"]
+    looks, stepped = [], []
+
+    def tree() -> str | None:
+        looks.append(1)
+        return trees[min(len(looks) - 1, len(trees) - 1)]
+
+    env = SimpleNamespace(controller=SimpleNamespace(get_accessibility_tree=tree),
+                          step=lambda action, pause: stepped.append(action) or ({}, 0, False, {}))
+    for action in ["pyautogui.press('down')", {"wait_for_tree": ">A4</text>"}, "pyautogui.typewrite('x')"]:
+        report.solution_step(env, action)
+    assert stepped == ["pyautogui.press('down')", "pyautogui.typewrite('x')"] and len(looks) == 3
+    with pytest.raises(TimeoutError, match="did not show '>B9</text>' within 0s"):
+        report.solution_step(env, {"wait_for_tree": ">B9</text>", "timeout": 0})

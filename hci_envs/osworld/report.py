@@ -294,6 +294,24 @@ def evaluating_changes_the_desktop(task: dict[str, Any]) -> bool:
     return bool((task.get("evaluator") or {}).get("postconfig"))
 
 
+def solution_step(env: Any, action: Any, pause: float = 0.5) -> Any:
+    """One step of a scripted solution: an action for ``env.step`` (code or an action dict), or a wait as an agent
+    that reads the accessibility tree waits, ``{"wait_for_tree": text, "timeout": seconds}``: until ``text`` is in
+    OSWorld's XML of the tree (``controller.get_accessibility_tree()``). A fixed pause is not enough for every app
+    on a loaded machine: LibreOffice Calc runs cursor keys as commands it posts to itself and handles typing at
+    once, so typing sent half a second after the moves landed in a cell on the way; its Name Box says where the
+    cursor is (``>A4</text>``). Returns what ``env.step`` returned, or None after a wait."""
+    if isinstance(action, dict) and "wait_for_tree" in action:
+        text, timeout = str(action["wait_for_tree"]), float(action.get("timeout", 30))
+        deadline = time.monotonic() + timeout
+        while text not in (env.controller.get_accessibility_tree() or ""):
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"the accessibility tree did not show {text!r} within {timeout:g}s")
+            time.sleep(0.5)
+        return None
+    return env.step(action, pause=pause)
+
+
 def _run_task(env: Any, task: dict[str, Any], row: TaskReport, solution: list[Any] | None) -> None:
     t0 = time.monotonic()
     try:
@@ -315,7 +333,7 @@ def _run_task(env: Any, task: dict[str, Any], row: TaskReport, solution: list[An
         if evaluating_changes_the_desktop(task):  # else the solution starts from the state just scored
             env.reset(task_config=task)
         for action in solution:
-            env.step(action, pause=0.5)
+            solution_step(env, action)
         row.solution_score = float(env.evaluate())
     except Exception as exc:  # noqa: BLE001
         row.why = f"the solution failed: {type(exc).__name__}: {exc}"
@@ -326,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m hci_envs.osworld.report", description=__doc__.split("\n\n")[0])
     parser.add_argument("tasks", help="OSWorld's evaluation_examples folder, or any folder of task files")
-    parser.add_argument("--solutions", help="JSON: {task id: [action, ...]} to run after the do-nothing agent")
+    parser.add_argument("--solutions", help="JSON: {task id: [action, ...]} to run after the do-nothing agent (an "
+                        "action may be {\"wait_for_tree\": text}: a wait until the accessibility tree shows text)")
     parser.add_argument("--cache-dir", default="cache", help="OSWorld's download cache (default ./cache)")
     parser.add_argument("--out", default="osworld-report", help="where report.json and report.md go")
     parser.add_argument("--domain", help="only this domain")

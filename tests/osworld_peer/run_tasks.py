@@ -18,19 +18,7 @@ import sys
 import time
 
 from hci_envs.osworld import DesktopEnv
-from hci_envs.osworld.report import evaluating_changes_the_desktop
-
-
-def wait_for_tree(env: DesktopEnv, text: str, timeout: float) -> None:
-    """A solution's wait, as an agent that reads the accessibility tree waits: until ``text`` is in OSWorld's XML
-    of the tree (``{"wait_for_tree": text, "timeout": s}`` among a task's solution steps). LibreOffice Calc runs
-    cursor keys as commands it posts to itself and handles typing at once, so on a loaded machine typing sent
-    half a second after the moves landed in a cell on the way; its Name Box shows where the cursor is."""
-    deadline = time.monotonic() + timeout
-    while text not in (env.controller.get_accessibility_tree() or ""):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the accessibility tree did not show {text!r} within {timeout:g}s")
-        time.sleep(0.5)
+from hci_envs.osworld.report import evaluating_changes_the_desktop, solution_step
 
 
 def main() -> None:
@@ -52,10 +40,8 @@ def main() -> None:
                     obs = env.reset(task_config=task)
             t1 = time.monotonic()
             for code in (spec.get("solutions") or {}).get(task["id"], []):
-                if isinstance(code, dict) and "wait_for_tree" in code:
-                    wait_for_tree(env, code["wait_for_tree"], code.get("timeout", 30))
-                    continue
-                obs, _, done, info = env.step(code, pause=0.5)
+                stepped = solution_step(env, code)
+                obs = stepped[0] if stepped is not None else obs
             t2 = time.monotonic()
             score = env.evaluate()
             t3 = time.monotonic()
