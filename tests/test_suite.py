@@ -142,19 +142,15 @@ class _ScriptedScreen:
 
     def __init__(self, trees: list[list[dict]], titles: list[list[str]] | None = None) -> None:
         self.trees, self.titles = trees, titles or [[]]
-        self.accessibility, self.input = self, self
+        self.accessibility = self
 
     def tree(self, _query, remember=False):  # noqa: ARG002 - the accessibility backend's signature
         from types import SimpleNamespace
 
         return SimpleNamespace(nodes=self.trees.pop(0) if len(self.trees) > 1 else self.trees[0])
 
-    def windows(self) -> list[int]:
-        self.now = self.titles.pop(0) if len(self.titles) > 1 else self.titles[0]
-        return list(range(len(self.now)))
-
-    def window_title(self, window: int) -> str:
-        return self.now[window]
+    def window_titles(self) -> list[str]:
+        return self.titles.pop(0) if len(self.titles) > 1 else self.titles[0]
 
 
 def _moves(oracle_part, screen: _ScriptedScreen) -> list[dict]:

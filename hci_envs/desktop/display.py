@@ -232,6 +232,10 @@ class XDisplay:
             return list(listed or [])
         return self.input.mapped_children()
 
+    def window_titles(self) -> list[str]:
+        """The titles of :meth:`windows`, as their apps set them on X ("" for one without, or gone meanwhile)."""
+        return [self.input.window_title(w) for w in self.windows()]
+
 
 def _listening(path: Path) -> bool:
     """Whether a Unix socket is bound at ``path`` and listening (the kernel's table: __SO_ACCEPTCON)."""

@@ -15,7 +15,7 @@ from urllib.parse import quote_plus
 
 from . import Variant, template
 from .apps import browser
-from .common import PRODUCTS, WORDS, file_text, key, person, type_text, until, wait, window_titles
+from .common import PRODUCTS, WORDS, file_text, key, person, type_text, until, wait
 
 CHECK = {"type": "browser", "app": "browser"}
 
@@ -128,7 +128,7 @@ def go_to(ctx: Any, url: str, title: str) -> Iterator[Any]:
     The window's title on X is read, not the accessibility tree's document: once, loaded, the tree's document did
     not take the new page's name within 30 s while the screen showed the page."""
     yield from go(ctx, url)
-    yield from until(lambda: f"{title} - Chromium" in window_titles(ctx), f"the page {title!r}", 30)
+    yield from until(lambda: f"{title} - Chromium" in ctx.env.desktop.window_titles(), f"the page {title!r}", 30)
 
 
 def _bookmark(ctx: Any, page: str, title: str, name: str | None = None) -> Iterator[Any]:

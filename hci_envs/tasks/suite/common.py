@@ -94,12 +94,6 @@ def tree(ctx: Any, **query: Any) -> list[dict[str, Any]]:
     return accessibility.tree(Query(**query), remember=False).nodes
 
 
-def window_titles(ctx: Any) -> list[str]:
-    """The titles of the desktop's windows now, as their apps set them on X."""
-    desktop = ctx.env.desktop
-    return [desktop.input.window_title(w) for w in desktop.windows()]
-
-
 def find(ctx: Any, role: str | None = None, name: str | None = None, *, app: str | None = None,
          contains: str | None = None, timeout: float = 20.0) -> Iterator[Step]:
     """Wait until an element on screen matches, and return its node."""
@@ -137,6 +131,12 @@ def click_on(ctx: Any, role: str | None = None, name: str | None = None, *, app:
     return node
 
 
+def current(ctx: Any, node: dict[str, Any], *, app: str) -> dict[str, Any] | None:
+    """``node`` as the tree shows it now (the element of its role at its box), or None if it is not there."""
+    return next((n for n in tree(ctx, app=app) if n["role"] == node["role"] and n.get("box") == node.get("box")),
+                None)
+
+
 def click_into(ctx: Any, node: dict[str, Any], *, app: str, timeout: float = 20.0) -> Iterator[Step]:
     """Click a field and wait until the accessibility tree says it has the keyboard focus. Keys sent right after
     a click go wherever the focus is when the app handles them, and on a loaded machine an app may handle the
@@ -144,8 +144,8 @@ def click_into(ctx: Any, node: dict[str, Any], *, app: str, timeout: float = 20.
     yield click(*centre(node))
 
     def focused() -> bool:
-        return any(n["role"] == node["role"] and n.get("box") == node.get("box") and "focused" in n.get("states", ())
-                   for n in tree(ctx, app=app))
+        now = current(ctx, node, app=app)
+        return now is not None and "focused" in now.get("states", ())
 
     yield from until(focused, f"the {node['role']} clicked to take the focus", timeout)
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from . import Variant, template
 from .apps import OFFICE_SETUP, writer
-from .common import (CITIES, FIRST_NAMES, LAST_NAMES, MONTHS, PRODUCTS, WORDS, centre, click, click_into, find, key,
-                     person, saved, tree, type_text, until, wait)
+from .common import (CITIES, FIRST_NAMES, LAST_NAMES, MONTHS, PRODUCTS, WORDS, centre, click, click_into, current, find,
+                     key, person, saved, tree, type_text, until, wait)
 from .office_files import docx, odt
 
 DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday")
@@ -436,9 +436,8 @@ def font_size(rng: random.Random) -> Variant:
 
         def shows(text: str, focused: bool) -> Callable[[], bool]:
             def look() -> bool:
-                found = next((n for n in tree(ctx, app="writer") if n["role"] == "text" and n.get("box") == box["box"]),
-                             None)
-                return found is not None and found.get("text") == text and ("focused" in found["states"]) == focused
+                now = current(ctx, box, app="writer")
+                return now is not None and now.get("text") == text and ("focused" in now["states"]) == focused
             return look
 
         yield from opened(ctx, name)
