@@ -43,6 +43,19 @@ MAX_TEXT = 2000
 HARD_MAX_NODES = 10_000
 MAX_DEPTH = 64
 QUERY_TIMEOUT = 8.0       # a whole tree
+#: One app's whole cache in one reply: LibreOffice's took over 2 s (CALL_TIMEOUT) on a busy machine, and the app
+#: was then left out of every read; QUERY_TIMEOUT still bounds the tree.
+ITEMS_TIMEOUT = 6.0
+
+
+def _complete(kids: list[Element], count: int) -> bool:
+    """Whether an element's cached children are all it has now: each place 0..count-1 held once. The cache is
+    kept by the app's change signals, and a missed one leaves it stale (pcmanfm's folder view once lacked a file's
+    icon for 20 s while the screen showed it); the indices and the count are the app's answers of this moment, so
+    a cache that disagrees with them is walked instead. A count below 0 (not told) trusts the cache."""
+    if count < 0:
+        return True
+    return len(kids) == count and sorted(k.index for k in kids) == list(range(count))
 
 
 class Accessibility:
@@ -127,7 +140,7 @@ class Accessibility:
         return tuple(int(v) for v in box[0])[:4], state_names(states[0])  # type: ignore[return-value]
 
     async def _read(self, query: Query) -> Tree:
-        reasons: list[str] = []
+        left_out: list[str] = []
         try:
             apps = (await self._conn.call(*REGISTRY, I_ACCESSIBLE, "GetChildren"))[0][:64]
         except (CallError, OSError) as exc:
@@ -140,11 +153,11 @@ class Accessibility:
         names: list[str] = []
         for (name, path), result in zip(apps, results):
             if isinstance(result, CallError):
-                reasons.append(f"an app ({labels.get(name) or name}) was left out: {result}")
+                left_out.append(f"an app ({labels.get(name) or name}) was left out: {result}")
                 continue
             if isinstance(result, BaseException):
                 log.warning("reading the tree of %s failed", name, exc_info=result)
-                reasons.append(f"an app ({name}) was left out: {type(result).__name__}")
+                left_out.append(f"an app ({name}) was left out: {type(result).__name__}")
                 continue
             app_elements, root = result
             if query.app and not any(query.app.lower() in n.lower() for n in
@@ -154,7 +167,8 @@ class Accessibility:
             roots.append(root)
             names.append(app_elements[root].app or app_elements[root].name)
         tree = await self._number(elements, roots, query)
-        tree.apps = names
+        tree.apps, tree.left_out = names, left_out
+        reasons = list(left_out)
         if not apps:
             reasons.append("no app has registered on the accessibility bus (an app that exposes nothing, "
                            "such as xterm or a Tk app, has no tree)")
@@ -206,7 +220,8 @@ class Accessibility:
             self._activated.add(name)
         elements: dict[Ref, Element] = {}
         try:
-            items = (await c.call(name, "/org/a11y/atspi/cache", "org.a11y.atspi.Cache", "GetItems"))[0]
+            items = (await c.call(name, "/org/a11y/atspi/cache", "org.a11y.atspi.Cache", "GetItems",
+                                  timeout=ITEMS_TIMEOUT))[0]
         except CallError as exc:
             if exc.timeout:
                 raise
@@ -239,7 +254,7 @@ class Accessibility:
             # that is walked for them instead (LibreOffice's text documents, whose cache has the focused
             # paragraph only)
             asked = parent.child_count < 0 and parent.walkable
-            parent.children = [k.ref for k in kids] if len(kids) >= parent.child_count and not asked else None
+            parent.children = [k.ref for k in kids] if _complete(kids, parent.child_count) and not asked else None
         await self._walk(elements, root, query)
         for element in elements.values():
             element.app = app_element.app

@@ -6,7 +6,7 @@ a model. Pure data and formatting: reading it over D-Bus is :mod:`.a11y`'s (with
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 Ref = tuple[str, str]  # (bus name, object path)
@@ -152,6 +152,8 @@ class Tree:
     reason: str | None = None
     truncated: bool = False
     elapsed_ms: float = 0.0
+    #: The apps missing from this read because they did not answer in time (each also in ``reason``).
+    left_out: list[str] = field(default_factory=list)
 
     def scaled(self, scale: float) -> Tree:
         """The same tree with boxes in the pixels of a screenshot taken at ``scale``."""
@@ -159,7 +161,7 @@ class Tree:
             return self
         factor = scale / self.scale
         nodes = [{**n, "box": _scaled(n["box"], factor)} if "box" in n else n for n in self.nodes]
-        return Tree(nodes, self.refs, self.screen, scale, self.apps, self.reason, self.truncated, self.elapsed_ms)
+        return replace(self, nodes=nodes, scale=scale)
 
     def to_dict(self) -> dict[str, Any]:
         return {"nodes": self.nodes, "count": len(self.nodes), "scale": self.scale,

@@ -7,6 +7,7 @@ steps, so that a task's time and step limits bound it like any agent.
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,6 +32,7 @@ MONTHS = ("January", "February", "March", "April", "May", "June", "July", "Augus
           "November", "December")
 
 Step = Any
+log = logging.getLogger(__name__)
 
 
 def words(rng: random.Random, n: int) -> list[str]:
@@ -91,7 +93,12 @@ def tree(ctx: Any, **query: Any) -> list[dict[str, Any]]:
     accessibility = getattr(ctx.env.desktop, "accessibility", None)
     if accessibility is None:
         return []
-    return accessibility.tree(Query(**query), remember=False).nodes
+    read = accessibility.tree(Query(**query), remember=False)
+    if read.left_out:
+        # an app that did not answer in time is missing from this read: an oracle that then waits in vain for
+        # one of its elements says why in the log rather than only that it waited
+        log.warning("the oracle's tree (%s): %s", query, "; ".join(read.left_out))
+    return read.nodes
 
 
 def find(ctx: Any, role: str | None = None, name: str | None = None, *, app: str | None = None,
