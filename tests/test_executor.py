@@ -70,6 +70,31 @@ def test_the_landing_comes_with_a_settle_window_only():
         assert env.call_tool("click", {"x": 5, "y": 5, "settle": True}).data["landed"]["screen"] == "at_action"
 
 
+@pytest.mark.fake
+def test_a_settle_after_keys_asks_the_app_and_is_not_settled_when_it_does_not_answer():
+    """The bookkeeping of the question after keys, on the fake desktop with its ``handled`` answering as told (the
+    declared seam; tests/test_settle.py asks real apps): keys are asked about and pointer input is not; an app
+    that did not answer in time makes the settle false, one that cannot be asked does not."""
+    from hci_envs.desktop.acks import Acknowledgement
+
+    with fake_env() as env:
+        env.reset()
+        asked, answers = [], []
+        env.desktop.input.handled = lambda timeout, drawing=True: asked.append(drawing) or answers.pop(0)
+        answers.append(Acknowledgement(True, "ping"))
+        assert env.executor.run({"type": "type_text", "text": "a"}, settle=True).settled is True
+        assert asked == [False]  # asked, and only in a way that draws nothing
+        assert env.executor.run({"type": "click", "x": 5, "y": 5}, settle=True).settled is True
+        assert asked == [False]  # a click is not asked about
+        answers.append(Acknowledgement(False, "ping", 2.0, "no answer to _NET_WM_PING within 2.0s"))
+        assert env.executor.run({"type": "key", "keys": "ctrl+s"}, settle=True).settled is False
+        answers.append(Acknowledgement(False, "unknown", 0.0, "cannot be asked"))
+        assert env.executor.run({"type": "type_text", "text": "b"}, settle=True).settled is True
+        answers.append(Acknowledgement(False, "none", 0.0, "the step's time limit was reached"))
+        assert env.executor.run({"type": "type_text", "text": "c"}, settle=True).settled is False
+        assert answers == [] and len(asked) == 4
+
+
 @pytest.mark.x11
 def test_on_a_real_screen_a_click_that_misses_says_it_did_not_land_there(x11):
     """A click on the probe's button changes it there; a click on the bare desktop changes nothing there; and an

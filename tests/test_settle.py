@@ -6,12 +6,16 @@ a screen whose background never stops changing (a blinking caret, an animation) 
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 from conftest import need_programs
-from helpers import by_app
+from helpers import by_app, typing_desktop
+from PIL import ImageChops
 
 HERE = Path(__file__).resolve().parent
 ANIMATION = [sys.executable, str(HERE / "apps" / "animate.py"), "600", "400"]
@@ -49,6 +53,28 @@ def test_fifty_steps_never_observe_the_screen_before_the_action(x11, tmp_path, a
         assert stale == [], f"{len(stale)} of 50 observations showed the screen before their action: {stale}"
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("app", by_app("mousepad", "chromium"))
+def test_a_step_shows_the_keys_of_an_app_too_busy_to_read_them_at_once(x11, app):
+    """The app is stopped for a second as a step types into it: the step's observation still shows the text. The
+    settle asks the app whether it has read the keys before it waits for their effect; without that, the wait
+    for an effect (0.3 s) saw nothing, called the unchanged screen settled, and the agent saw its typing lost
+    (Writer on a loaded machine)."""
+    need_programs(app)
+    with typing_desktop(app) as (env, _):
+        before = env.observe().screenshot.to_pil().convert("L")
+        pid = env.desktop.apps()[-1][1].pid
+        os.kill(pid, signal.SIGSTOP)
+        threading.Timer(1.0, os.kill, (pid, signal.SIGCONT)).start()
+        obs = env.step([{"type": "type_text", "text": "WWWW", "mode": "keys"}])
+        assert obs.error is None, obs.error
+        after = obs.screenshot.to_pil().convert("L")
+        changed = ImageChops.difference(before, after).point(lambda v: 255 if v > 64 else 0).getbbox()
+        # four wide letters, not a caret that blinked between the two screenshots
+        assert changed is not None and changed[2] - changed[0] >= 20, \
+            f"the step's screenshot does not show the typing: {changed}, {obs.outcomes}"
+        assert obs.outcomes[0]["data"]["landed"]["screen"] == "changed", obs.outcomes
 
 
 @pytest.mark.apps

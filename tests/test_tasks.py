@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -221,7 +222,6 @@ def test_a_failing_task_is_reported_and_the_run_goes_on(world, tmp_path):
 
 @pytest.mark.fake
 def test_a_task_file_readable_by_agents_is_called_out(tmp_path, capsys):
-    import os
 
     from helpers import agent_writable_dir
 
@@ -266,7 +266,6 @@ def test_the_terminals_catch_up_when_the_agents_commands_have_finished(tmp_path)
     a command typed since the agent's first input holds it until it ends; a program that was already in the
     terminal's foreground (an editor the task opened) does not; a command that never ends is named once the
     wait runs out."""
-    import os
     import shutil
     import time
 
@@ -311,11 +310,39 @@ def test_the_terminals_catch_up_when_the_agents_commands_have_finished(tmp_path)
 
 
 @pytest.mark.x11
+def test_a_score_waits_for_the_keys_a_stopped_terminal_has_not_read(x11):
+    """The terminal is stopped while the agent types its command: the score waits until it has handled the keys
+    (xterm is asked with an Expose), then for the command, instead of finding every process of the terminal
+    idle (a terminal that has not read the Enter shows no command running) and scoring the episode 0."""
+    import signal
+    import threading
+
+    from hci_envs.traits import WorkstationEnv
+
+    with WorkstationEnv() as env:
+        env.reset(task=next(t for t in load_tasks(BUILTIN) if t.id == "term-hello"))
+        pid = env.desktop.apps()[-1][1].pid
+        os.kill(pid, signal.SIGSTOP)
+        threading.Timer(1.5, os.kill, (pid, signal.SIGCONT)).start()
+        obs = env.step({"type": "type_text", "text": "echo hello world > hello.txt\n", "mode": "keys"})
+        assert obs.error is None, obs.error
+        result = env.score()
+        assert result.value == 1.0, result
+        # a terminal that never answers holds the score only as long as the wait, and is named
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            env.step({"type": "key", "keys": "space"})
+            busy = env.catch_up(timeout=1.0)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert busy and "Expose" in busy[0], busy
+
+
+@pytest.mark.x11
 def test_answers_an_agent_could_read_are_made_private_or_the_start_is_refused_naming_the_fix():
     """Asked as an agent account: a readable task file becomes its owner's alone; one that cannot be changed
     (immutable here, as a file of another owner would be to a server that is not root) stops the start with the
     command that fixes it."""
-    import os
     import subprocess
 
     from conftest import need

@@ -74,19 +74,23 @@ class KeyAcks:
         self._token = 0
         self._own_clients = {d.display.info.resource_id_base}
 
-    def app_acknowledged(self, timeout: float = ACK_TIMEOUT, *, new_map: bool = False) -> Acknowledgement:
+    def app_acknowledged(self, timeout: float = ACK_TIMEOUT, *, new_map: bool = False,
+                         drawing: bool = True) -> Acknowledgement:
         """Whether the app that gets key events has handled every key the X server took so far: it is asked
         with a message sent after them, which it answers only once it has handled what came before (see
         :mod:`.keys_ack`). With ``new_map``, whether the app's other connections have read the keyboard map
-        as it is now (true at once for an app with one connection). Waits up to ``timeout`` seconds, less
-        when the step's time limit is nearer; true at once when no app gets the keys."""
+        as it is now (true at once for an app with one connection). Without ``drawing``, an app that can be
+        asked only with an Expose is not asked (false, "cannot be asked"): the repaint that answers it is a
+        change on the screen, which a caller that then looks at the screen's changes would count. Waits up to
+        ``timeout`` seconds, less when the step's time limit is nearer; true at once when no app gets the
+        keys."""
         left = deadline.remaining()
         limit = timeout if left is None else min(timeout, left)
         start = time.monotonic()
         if limit <= 0:
             return Acknowledgement(False, "none", 0.0, "the step's time limit was reached")
         try:
-            ack = self._call(lambda: self._ask(new_map), min(limit, 5.0))
+            ack = self._call(lambda: self._ask(new_map, drawing), min(limit, 5.0))
         except ActionTimeoutError:
             return Acknowledgement(False, "none", time.monotonic() - start, "the X event thread was too busy to ask")
         if isinstance(ack, keys_ack.Reader):
@@ -105,7 +109,7 @@ class KeyAcks:
         return Acknowledgement(False, ack.reader.how, waited, f"the app of {ack.reader.describe()}: {why}")
 
     # -- in the event thread -------------------------------------------------------------------------------
-    def _ask(self, new_map: bool) -> keys_ack.Reader | _Ack:
+    def _ask(self, new_map: bool, drawing: bool = True) -> keys_ack.Reader | _Ack:
         """Find who gets the keys and send it the question; a Reader when nobody needs asking or nobody can
         be."""
         try:
@@ -113,9 +117,9 @@ class KeyAcks:
             reader = find(self._d, self._own_clients)
         except xerror.XError as exc:  # a window went away meanwhile
             return keys_ack.Reader("unknown", why=f"its windows changed while being looked at ({exc})")
-        if reader.how == "expose" and not self._has_damage:
-            return keys_ack.Reader("unknown", reader.windows, reader.client, "the display has no DAMAGE extension",
-                                  reader.name)
+        if reader.how == "expose" and not (self._has_damage and drawing):
+            why = "the display has no DAMAGE extension" if drawing else "only an Expose would ask it, and it draws"
+            return keys_ack.Reader("unknown", reader.windows, reader.client, why, reader.name)
         if reader.how not in ("ping", "expose"):
             return reader
         stale = time.monotonic() - 2 * ACK_TIMEOUT  # questions whose asker gave up before they were sent

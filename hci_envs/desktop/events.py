@@ -194,9 +194,10 @@ class DesktopEvents:
         return self._damage.seconds_since_damage()
 
     # -- has the app handled the keys? (KeyAcks) ---------------------------------------------------------
-    def app_acknowledged(self, timeout: float = ACK_TIMEOUT, *, new_map: bool = False) -> Acknowledgement:
+    def app_acknowledged(self, timeout: float = ACK_TIMEOUT, *, new_map: bool = False,
+                         drawing: bool = True) -> Acknowledgement:
         """Whether the app that gets the keys has handled them: :meth:`.acks.KeyAcks.app_acknowledged`."""
-        return self._acks.app_acknowledged(timeout, new_map=new_map)
+        return self._acks.app_acknowledged(timeout, new_map=new_map, drawing=drawing)
 
     # -- clipboard (Clipboard) ---------------------------------------------------------------------------
     def set_clipboard(self, text: str, selections: tuple[str, ...] = ("CLIPBOARD",)) -> None:

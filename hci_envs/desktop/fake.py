@@ -203,7 +203,7 @@ class FakeInput:
     def delivered(self) -> None:
         """The fake's input takes effect when it is sent: nothing is ever in flight."""
 
-    def handled(self, timeout: float = 2.0) -> bool:
+    def handled(self, timeout: float = 2.0, *, drawing: bool = True) -> bool:
         """The fake has no apps that could lag behind its keys."""
         return True
 

@@ -52,6 +52,10 @@ class InputDevice(Protocol):
         """The window with the keyboard focus, or None when nothing has it."""
     def delivered(self) -> None:
         """Return once the X server has handed on what was sent so far (round trips on the connection)."""
+    def handled(self, timeout: float = 2.0, *, drawing: bool = True) -> Any:
+        """Truthy once the app that gets the keys has handled every key sent so far, waiting up to ``timeout``
+        (``drawing``: it may be asked in a way that changes the screen); falsy with ``how == "unknown"`` when it
+        cannot be asked."""
     def release_all(self) -> None: ...
     def restore_access_control(self) -> None: ...
 

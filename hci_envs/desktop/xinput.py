@@ -63,7 +63,7 @@ class Typed:
     stopped: str = ""
 
 
-def _nobody_answers(timeout: float = 0.0, *, new_map: bool = False) -> bool:
+def _nobody_answers(timeout: float = 0.0, *, new_map: bool = False, drawing: bool = True) -> bool:
     return new_map  # nobody to ask: a busy key stays busy, and nobody else reads the map
 
 
@@ -110,12 +110,14 @@ class Input:
             self.sync()
             self.sync()
 
-    def handled(self, timeout: float = 2.0) -> bool:
+    def handled(self, timeout: float = 2.0, *, drawing: bool = True) -> Any:
         """Whether the app that gets the keys has handled every key sent so far, waiting up to ``timeout``
         seconds: what it does about a key (a copy to the clipboard, a file saved) is done when it answers,
-        not when the X server has delivered the key. True at once when nobody gets the keys; false when the
-        app cannot be asked or does not answer in time (the caller goes on with what it finds)."""
-        return bool(self._acknowledge(timeout))
+        not when the X server has delivered the key. Truthy at once when nobody gets the keys; falsy when the
+        app cannot be asked or does not answer in time (the caller goes on with what it finds): the
+        :class:`.acks.Acknowledgement`, whose ``how`` and ``why`` say which. Without ``drawing`` it asks no app
+        in a way that changes the screen (see DesktopEvents.app_acknowledged)."""
+        return self._acknowledge(timeout, drawing=drawing)
 
     def _fake(self, event_type: int, detail: int = 0, x: int = 0, y: int = 0) -> None:
         if event_type == X.MotionNotify:

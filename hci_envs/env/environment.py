@@ -29,6 +29,7 @@ from .. import deadline
 from ..actions.models import ActionBase
 from ..tools.codeact import BASE_TOOLS, CODE_TOOL, EnvironmentTools
 from .assembly import DesktopFactory, EnvironmentHooks, EnvironmentParts, assemble
+from .executor import keys_read
 from .people import PAUSED_TOOLS, PeopleInTheLoop
 from ..errors import (
     ActionError,
@@ -550,20 +551,42 @@ class Environment(PeopleInTheLoop, EnvironmentTools):
 
     def catch_up(self, timeout: float = 10.0, quiet: float = 0.3) -> list[str]:
         """Wait until the world has caught up with the agent, before a checker reads it: the calls in flight
-        have finished (this takes the environment's lock, as they hold it), no command the agent typed into a
-        terminal still runs and the terminals are still (:mod:`hci_envs.desktop.quiescence`), then the screen
-        has settled for ``quiet`` seconds. At most ``timeout`` seconds for the terminals (a reset cuts it
-        short); returns what was still busy then, or [] when the world caught up."""
+        have finished (this takes the environment's lock, as they hold it), the app that gets the keys has
+        handled those sent (a terminal that has not read a command's Enter shows no command running), no
+        command the agent typed into a terminal still runs and the terminals are still
+        (:mod:`hci_envs.desktop.quiescence`), then the screen has settled for ``quiet`` seconds. At most
+        ``timeout`` seconds for the keys and the terminals (a reset cuts it short); returns what was still busy
+        then, or [] when the world caught up."""
         with self._lock:
             if self.desktop is None:
                 return []
             epoch = self._epoch
+            start = time.monotonic()
             since = self.episode.agent_since or time.clock_gettime(time.CLOCK_BOOTTIME)
+            busy = self._keys_handled(timeout, cancelled=lambda: self._epoch != epoch)
             wait = getattr(self.desktop, "wait_caught_up", None)  # a factory's own desktop may not have it
-            busy = wait(since, timeout, cancelled=lambda: self._epoch != epoch) if wait else []
+            left = max(0.0, timeout - (time.monotonic() - start))
+            busy += wait(since, left, cancelled=lambda: self._epoch != epoch) if wait else []
             if quiet:
                 self.desktop.events.wait_settled(quiet=quiet, timeout=5.0)
             return busy
+
+    def _keys_handled(self, timeout: float, cancelled: Callable[[], bool]) -> list[str]:
+        """Wait until the app that gets the keys has handled those the agent sent this episode (asked again every
+        half second, so that a reset cuts the wait short); what kept it from answering, or []."""
+        handled = getattr(self.desktop.input, "handled", None)  # a factory's own desktop may not have it
+        if handled is None or self.episode.agent_since is None or self.executor.keys_sent < 0:
+            return []  # no keys to wait for
+        deadline_at = time.monotonic() + timeout
+        while True:
+            try:
+                answer = handled(max(0.0, min(0.5, deadline_at - time.monotonic())))
+            except DesktopError:
+                return []  # the desktop is gone: the checker reads what is left
+            if keys_read(answer):
+                return []
+            if cancelled() or time.monotonic() >= deadline_at:
+                return [getattr(answer, "why", "") or "the app that gets the keys did not show it had handled them"]
 
     def observe(self) -> Observation:
         """A fresh observation of the current screen (control plane; not a step)."""

@@ -39,6 +39,10 @@ SETTLE_QUIET = 0.05
 SETTLE_EFFECT = 0.3
 SETTLE_TIMEOUT = 2.0
 
+#: An app that answers whether it has read the keys after this many seconds was busy when they came: their effect
+#: is waited for from its answer on.
+SLOW_ANSWER = 0.05
+
 #: A change within this many pixels of where a pointer action acted counts as its effect "at the action".
 LANDED_NEAR = 48
 #: Actions that send keys: they land in whatever has the keyboard focus, if anything has it.
@@ -107,6 +111,8 @@ class Executor:
         #: Set while the episode is being reset: long actions (wait) stop at once.
         self.interrupt = threading.Event()
         self._frame_cache: tuple[Any, int, Any] | None = None  # (params, damage generation, image)
+        #: When the latest keyboard action started (time.monotonic()): a settle after it asks the app first.
+        self.keys_sent = -1.0
         self._handlers: dict[str, Callable[[Any], ActionResult]] = {
             name: getattr(self, f"_do_{name}") for name in A.ACTIONS
         }
@@ -150,6 +156,8 @@ class Executor:
             # the focus is looked up only where it is used (keys, and a landing): not on a bare click's path
             tracked = checked.injects_input and (settle or landing or checked.type in KEYBOARD_ACTIONS)
             focus = self.desktop.input.focused_window() if tracked else None
+            if checked.type in KEYBOARD_ACTIONS:
+                self.keys_sent = since
             result = self._handlers[checked.type](checked)
             if tracked:
                 result.started, result.focus_before = since, focus
@@ -189,9 +197,26 @@ class Executor:
                          "focused": focus is not None}
 
     def settle(self, since: float) -> bool:
-        """Wait until the screen shows the effect of input sent after ``since`` (time.monotonic())."""
-        return self.desktop.events.wait_settled(self.settle_quiet, self.settle_timeout, since=since,
-                                                effect=SETTLE_EFFECT)
+        """Wait until the screen shows the effect of input sent after ``since`` (time.monotonic()).
+
+        After keys, the app that gets them is asked first whether it has handled them (within the settle's
+        time): the screen can show them only after that, and an app busy elsewhere (a document being laid
+        out, a loaded machine) may not read them for longer than the wait for an effect, which would then see
+        nothing and call the unchanged screen settled. An app that was slow to answer had not read the keys
+        when asked, so their effect is waited for from its answer on. It is asked only in ways that draw
+        nothing (a ping), so that the landing counts no change of the question's own. False when the app did
+        not answer in time."""
+        start = time.monotonic()
+        effect_since, answered = since, True
+        handled = getattr(self.desktop.input, "handled", None)  # a desktop of a factory's own may lack it
+        if handled is not None and self.keys_sent >= since:
+            answer = handled(self.settle_timeout, drawing=False)
+            answered = keys_read(answer)
+            if answer and time.monotonic() - start > SLOW_ANSWER:  # it was busy: it draws the keys after
+                effect_since = time.monotonic()
+        left = max(0.0, self.settle_timeout - (time.monotonic() - start))
+        settled = self.desktop.events.wait_settled(self.settle_quiet, left, since=effect_since, effect=SETTLE_EFFECT)
+        return settled and answered
 
     # -- observation ---------------------------------------------------------------------------------
     def _do_screenshot(self, a: A.Screenshot) -> ActionResult:
@@ -471,6 +496,12 @@ def _points(result: ActionResult) -> list[tuple[int, int]]:
     if "x" in data and "y" in data:
         return [(data["x"], data["y"])]
     return []
+
+
+def keys_read(answer: Any) -> bool:
+    """Whether an answer of ``input.handled`` lets the caller go on: the app handled the keys, or it cannot be
+    asked (``how`` "unknown", or a plain False: nothing to wait for); not when it did not answer in time."""
+    return bool(answer) or getattr(answer, "how", "unknown") == "unknown"
 
 
 def near_action(box: tuple[int, int, int, int], point: tuple[int, int]) -> bool:
