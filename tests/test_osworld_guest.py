@@ -136,6 +136,14 @@ def test_execute_with_verification_waits_for_what_it_names(guest):
         "check_interval": 0.1})
     assert failed.status_code == 500 and failed.json()["verification"] == "failed"
     assert "verify-me" in failed.json()["windows"], failed.text  # the windows it saw: a failed set-up says why
+    # and what became of the programs launched before it: one that gave up says its status and its last words
+    assert guest.post("/setup/launch", json={"command": "echo no display for me >&2; exit 3", "shell": True},
+                      ).status_code == 200
+    gone = guest.post("/setup/execute_with_verification", json={
+        "command": ["true"], "verification": {"window_exists": "never-shown"}, "max_wait_time": 1,
+        "check_interval": 0.1}).json()
+    assert {"command": "echo no display for me >&2; exit 3", "exit": 3, "output": "no display for me"} \
+        in gone["launched"], gone
     guest.post("/setup/close_window", json={"window_name": "verify-me"})
 
 

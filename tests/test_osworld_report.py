@@ -204,3 +204,27 @@ def test_a_solution_waits_for_the_tree_and_says_what_it_did_not_see(monkeypatch)
     assert stepped == ["pyautogui.press('down')", "pyautogui.typewrite('x')"] and len(looks) == 3
     with pytest.raises(TimeoutError, match="did not show '>B9</text>' within 0s"):
         report.solution_step(env, {"wait_for_tree": ">B9</text>", "timeout": 0})
+
+
+@pytest.mark.fake
+def test_a_solution_may_wait_for_a_pattern_of_the_tree(monkeypatch):
+    """With ``"regex": true`` the wait is for a pattern (a focused element with that text, which a plain text
+    cannot say); the same seam as above."""
+    from types import SimpleNamespace
+
+    from hci_envs.osworld import report
+
+    monkeypatch.setattr(report.time, "sleep", lambda _s: None)
+    trees = ['<p st:focused="true">First</p><p>Last</p>', '<p>First</p><p st:focused="true">Last</p>']
+    looks: list[int] = []
+
+    def tree() -> str:
+        looks.append(1)
+        return trees[min(len(looks) - 1, len(trees) - 1)]
+
+    env = SimpleNamespace(controller=SimpleNamespace(get_accessibility_tree=tree), step=None)
+    report.solution_step(env, {"wait_for_tree": 'st:focused="true"[^>]*>Last</p>', "regex": True})
+    assert len(looks) == 2  # the first tree has the text, but not focused
+    with pytest.raises(TimeoutError, match="did not show"):
+        report.solution_step(env, {"wait_for_tree": 'st:focused="true"[^>]*>Other</p>', "regex": True,
+                                   "timeout": 0})

@@ -297,14 +297,17 @@ def evaluating_changes_the_desktop(task: dict[str, Any]) -> bool:
 def solution_step(env: Any, action: Any, pause: float = 0.5) -> Any:
     """One step of a scripted solution: an action for ``env.step`` (code or an action dict), or a wait as an agent
     that reads the accessibility tree waits, ``{"wait_for_tree": text, "timeout": seconds}``: until ``text`` is in
-    OSWorld's XML of the tree (``controller.get_accessibility_tree()``). A fixed pause is not enough for every app
+    OSWorld's XML of the tree (``controller.get_accessibility_tree()``), or with ``"regex": true`` until the
+    pattern ``text`` matches there. A fixed pause is not enough for every app
     on a loaded machine: LibreOffice Calc runs cursor keys as commands it posts to itself and handles typing at
     once, so typing sent half a second after the moves landed in a cell on the way; its Name Box says where the
     cursor is (``>A4</text>``). Returns what ``env.step`` returned, or None after a wait."""
     if isinstance(action, dict) and "wait_for_tree" in action:
         text, timeout = str(action["wait_for_tree"]), float(action.get("timeout", 30))
+        # with "regex": true, a pattern: what a text cannot say (this element focused, with that text)
+        found = re.compile(text).search if action.get("regex") else lambda xml: text in xml
         deadline = time.monotonic() + timeout
-        while text not in (env.controller.get_accessibility_tree() or ""):
+        while not found(env.controller.get_accessibility_tree() or ""):
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"the accessibility tree did not show {text!r} within {timeout:g}s")
             time.sleep(0.5)

@@ -20,7 +20,9 @@ import shlex
 import subprocess
 import time
 import urllib.parse
+from collections import deque
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -47,6 +49,8 @@ GUEST_CALLS = 4
 MAX_TIMEOUT = 3600.0
 #: The most a file read or upload may hold in memory.
 MAX_FILE = 256 * 1024 * 1024
+#: How many of the programs /setup/launch started a failed verification tells of (the last ones).
+LAUNCHES_KEPT = 8
 #: GNOME's background, as OSWorld's server sets and reads it.
 WALLPAPER_KEY = ("org.gnome.desktop.background", "picture-uri")
 
@@ -71,6 +75,8 @@ class GuestApi:
     def __init__(self, find: Callable[[], Any]) -> None:
         self.find = find
         self._limiter = anyio.CapacityLimiter(GUEST_CALLS)
+        # (desktop, command, process, its output's file) of the last programs /setup/launch started
+        self._launched: deque[tuple[Any, str, subprocess.Popen[bytes], Path]] = deque(maxlen=LAUNCHES_KEPT)
 
     # -- the session's desktop ------------------------------------------------------------------------------
     async def _session(self) -> Any:
@@ -193,9 +199,11 @@ class GuestApi:
                 if self._verified(desktop, verification):
                     return 200, {**answer, "verification": "passed", "wait_time": round(waited, 3)}
                 if waited >= max_wait:
-                    # the windows there were, so that a failed set-up says what it saw instead of what it missed
+                    # the windows there were and what became of the programs launched, so that a failed set-up
+                    # says what it saw instead of what it missed
                     return 500, {**answer, "status": "verification_failed", "verification": "failed",
-                                 "wait_time": max_wait, "windows": self._titles(desktop)}
+                                 "wait_time": max_wait, "windows": self._titles(desktop),
+                                 "launched": self._launches(desktop)}
                 time.sleep(interval)
 
         status, answer = await self._call(run)
@@ -207,6 +215,14 @@ class GuestApi:
             return desktop.window_titles()
         except Exception as exc:  # noqa: BLE001 - the desktop may be gone: say so rather than fail the answer
             return [f"(the windows could not be read: {type(exc).__name__}: {exc})"]
+
+    def _launches(self, desktop: Any) -> list[dict[str, Any]]:
+        """The programs /setup/launch started on this desktop: each one's command, its exit status (None while it
+        runs) and the last lines it wrote."""
+        from ..desktop.display import log_tail
+
+        return [{"command": shown, "exit": process.poll(), "output": log_tail(path)}
+                for where, shown, process, path in self._launched if where is desktop]
 
     def _verified(self, desktop: Any, verification: dict[str, Any]) -> bool:
         window = verification.get("window_exists")
@@ -255,11 +271,15 @@ class GuestApi:
                 check_program(argv[0], env)
             except FileNotFoundError:
                 raise GuestError(500, f"[Errno 2] No such file or directory: {argv[0]!r}") from None
+            # its output is kept (the server's file) so that a set-up that then waits in vain can say why
+            path = desktop.log_file("osworld-launch")
             try:
-                desktop.spawn_agent("osworld-launch", argv, env=env, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                with open(path, "wb") as output:
+                    process = desktop.spawn_agent("osworld-launch", argv, env=env, stdin=subprocess.DEVNULL,
+                                                  stdout=output.fileno(), stderr=output.fileno())
             except FileNotFoundError as exc:
                 raise GuestError(500, f"no such program: {exc.filename or argv[0]}") from None
+            self._launched.append((desktop, shown, process, path))
             return f"{shown} launched successfully"
 
         return PlainTextResponse(await self._call(start))
