@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -88,31 +89,57 @@ def register(sub: Any, command: Any) -> None:
 def _record(args: argparse.Namespace) -> int:
     base = args.url.rstrip("/") + (f"/sessions/{args.session}" if args.session else "")
     headers = {"Authorization": f"Bearer {args.control_token}"} if args.control_token else {}
+    body: dict[str, Any] = {"command": args.action}
+    if args.action == "start":
+        body.update(source=args.source, mask_text=args.mask_text, name=args.name, task=args.task)
+        if args.video is not None:
+            body["video"] = args.video
+        if args.video_fps:
+            body["video_fps"] = args.video_fps
+        if args.video_codec:
+            body["video_codec"] = args.video_codec
+        if args.accessibility:
+            body["accessibility"] = True
+    elif args.action == "stop":  # writing a long episode's video may outlast any one request: ask, then poll
+        body["wait"] = False
     try:
         with httpx.Client(timeout=60, headers=headers, trust_env=False) as http:
             if args.action == "status":
-                response = http.get(f"{base}/recording")
+                data = _answer(http.get(f"{base}/recording"))
             else:
-                body = {"command": args.action}
-                if args.action == "start":
-                    body.update(source=args.source, mask_text=args.mask_text, name=args.name, task=args.task)
-                    if args.video is not None:
-                        body["video"] = args.video
-                    if args.video_fps:
-                        body["video_fps"] = args.video_fps
-                    if args.video_codec:
-                        body["video_codec"] = args.video_codec
-                    if args.accessibility:
-                        body["accessibility"] = True
-                response = http.post(f"{base}/recording", json=body)
+                data = _answer(http.post(f"{base}/recording", json=body))
+            if args.action == "stop" and data.get("state") == "stopping":
+                data = _wait_stopped(http, f"{base}/recording", data)
     except httpx.HTTPError as exc:
         raise TransportError(f"cannot reach {args.url}: {exc}") from None
+    print(json.dumps(data, indent=2))
+    return 0
+
+
+def _answer(response: httpx.Response) -> Any:
     data = response.json()
     if response.status_code >= 400:
         error = data.get("error") if isinstance(data, dict) else None
         raise error_from_dict(error or {"message": str(data)})
-    print(json.dumps(data, indent=2))
-    return 0
+    return data
+
+
+def _wait_stopped(http: httpx.Client, url: str, data: dict[str, Any], every: float = 0.5) -> dict[str, Any]:
+    """Poll the recording until the episode is written out, saying on stderr what it waits for."""
+    print(f"[hci-envs] writing the episode {data.get('path')} ({data.get('frames')} frames) and its video...",
+          file=sys.stderr, flush=True)
+    start = said = time.monotonic()
+    episode = data.get("path")
+    while data.get("state") == "stopping":
+        time.sleep(every)
+        data = _answer(http.get(url))
+        if data.get("path") != episode:  # a new recording began meantime: this one was done before it
+            return {"state": "stopped", "path": episode, "note": "a new recording began before this one was "
+                    f"seen stopped; its status is in {episode}/meta.json"}
+        if time.monotonic() - said >= 10:
+            said = time.monotonic()
+            print(f"[hci-envs] still writing ({said - start:.0f}s)", file=sys.stderr, flush=True)
+    return data
 
 
 class _Failures:

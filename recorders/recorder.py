@@ -111,6 +111,7 @@ class Recorder:
         self._video_result: dict[str, Any] | None = None
         self._video_errors: list[str] = []
         self._finished = threading.Event()  # set when stop() has written everything, the video included
+        self._stop_error: str | None = None  # why a stop that did not wait failed to write the episode out
         #: The agent's hand-overs to a person during the episode (meta.json's "handovers"; see segments.py).
         self._handovers: list[dict[str, Any]] = []
         #: The agent's actions a person decided on before they ran (meta.json's "proposals"; see segments.py).
@@ -215,7 +216,11 @@ class Recorder:
                 self.state = "recording"
                 write_json_atomic(self.path / "meta.json", self._meta())
 
-    def stop(self, reason: str = "stopped") -> dict[str, Any]:
+    def stop(self, reason: str = "stopped", *, wait: bool = True) -> dict[str, Any]:
+        """Stop recording: nothing more is captured from now on, the end of the episode (its last frame) is taken
+        at once, and the episode is written out (the trees, meta.json, the video). With ``wait`` this returns
+        once it is on disk; without, once the end is taken, with the state "stopping" while a thread writes it
+        (``status()`` says "stopped" when it is done, and ``stop_error`` if that failed)."""
         with self._lock:
             already = self.state == "stopped"
             if not already:
@@ -224,15 +229,35 @@ class Recorder:
                 self._stop_reason = reason
                 self._detach()
         if already:  # another thread is stopping it (a reset and a stop command): answer once it is done
-            self._finished.wait(timeout=300)
+            if wait:
+                self._finished.wait(timeout=300)
             return self.status()
         try:
-            self._finish()
+            self._capture_end()  # before the answer: a client acting right after it must not be in the episode
+        except BaseException:
+            self._finished.set()
+            raise
+        if not wait:
+            answer = self.status()  # "stopping": the thread has not finished (it has not even started)
+            threading.Thread(target=self._write_out_in_background, name="recorder-stop").start()
+            return answer
+        try:
+            self._write_out()
         finally:
             self._finished.set()
         return self.status()
 
-    def _finish(self) -> None:
+    def _write_out_in_background(self) -> None:
+        try:
+            self._write_out()
+        except Exception as exc:  # nobody waits for this thread: the status and the log say it
+            self._stop_error = f"{type(exc).__name__}: {exc}"
+            log.exception("the episode %s was not written out whole", self.path)
+        finally:
+            self._finished.set()
+
+    def _capture_end(self) -> None:
+        """What ends the episode on screen: the capture threads stopped, the last frame taken."""
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
         if self._continuous is not None:
@@ -242,6 +267,9 @@ class Recorder:
                 self._settle_and_capture()
             except Exception:  # the desktop may be gone (a reset ended the recording)
                 log.debug("no final frame", exc_info=True)
+
+    def _write_out(self) -> None:
+        """The episode on disk, whole: its trees, the waiting steps, meta.json, then the video."""
         self._write_trees()
         with self._lock:
             self._write_waiting(final=True)
@@ -344,7 +372,7 @@ class Recorder:
         return {"state": state, "path": str(self.path), "source": self.source, "mask_text": self.mask_text,
                 "raw_events": self._raw.count, "actions": self._actions.count, "frames": len(self._frames),
                 "unreduced": len(self._unreduced), "end_reason": self._stop_reason, "video": None,
-                **(self._video_result or {})}
+                **(self._video_result or {}), **({"stop_error": self._stop_error} if self._stop_error else {})}
 
     def now(self) -> float:
         return time.monotonic() - self._origin

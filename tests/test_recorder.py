@@ -193,6 +193,42 @@ def test_agent_actions_record_in_the_same_format(rec):
     assert {a["source"] for a in episode.actions} == {"agent"}
 
 
+def test_a_stop_can_answer_at_once_and_the_command_line_waits_for_the_video_with_progress(rec):
+    """A long episode's video may take longer to write than a client waits for one answer: ``"wait": false``
+    answers at once with "stopping" (then GET says "stopped"), and ``hci-envs record stop`` asks that way and
+    polls, saying on stderr what it waits for; ``wait`` with another command is refused."""
+    import subprocess
+
+    from helpers import hci_envs_command
+
+    server, probe, _ = rec
+    x, y = probe.center("button")
+    with server.http() as http:
+        refused = http.post("/recording", json={"command": "start", "wait": False})
+        assert refused.status_code == 400 and refused.json()["error"]["field"] == "wait", refused.text
+    for how in ("http", "cli"):
+        recording(server, "start", source="agent", video=True)
+        with McpClient(f"{server.base_url}/mcp") as mcp:
+            mcp.ok("click", {"x": x, "y": y})
+            mcp.ok("type_text", {"text": how})
+        if how == "http":
+            answer = recording(server, "stop", wait=False)
+            assert answer["state"] == "stopping" and answer["video"] is None, answer
+            with server.http() as http:
+                deadline = time.monotonic() + 60
+                while (done := http.get("/recording").json())["state"] == "stopping" and time.monotonic() < deadline:
+                    time.sleep(0.1)
+        else:
+            run = subprocess.run([*hci_envs_command(), "record", "stop", "--url", server.base_url],
+                                 capture_output=True, text=True, timeout=120)
+            assert run.returncode == 0, run.stderr
+            assert "writing the episode" in run.stderr and "its video" in run.stderr, run.stderr
+            done = json.loads(run.stdout)
+        assert done["state"] == "stopped" and Path(done["video"]).is_file(), done
+        episode = load_episode(done["path"])
+        assert [a["action"] for a in episode.actions][-1] == {"type": "type_text", "text": how}
+
+
 def test_human_demonstration_replays_to_the_same_log_and_screen(rec, tmp_path):
     server, probe, state = rec
     recorded_state = probe.state()

@@ -164,6 +164,13 @@ def _recording(session: Session) -> bool:
     return session.recorder is not None and session.recorder.state in ("recording", "paused")
 
 
+def _episode_state(session: Session, path: Path) -> str:
+    """The recorder's state of the episode at ``path`` (recording, paused, stopping) if it is the session's
+    latest recording, else "stopped"."""
+    recorder = session.recorder
+    return recorder.status()["state"] if recorder is not None and recorder.path == path else "stopped"
+
+
 # -- routes ---------------------------------------------------------------------------------------------------
 router = APIRouter(include_in_schema=False)
 
@@ -312,8 +319,11 @@ async def delete(name: str, session: Session = Depends(page_session),
                  server: HciServer = Depends(get_server)) -> Response:
     """Delete one of this session's episodes (not while it is being recorded or replayed)."""
     path = episode_path(session, name)
-    if _recording(session) and session.recorder.path == path:
+    state = _episode_state(session, path)
+    if state in ("recording", "paused"):
         raise EnvironmentStateError("this episode is being recorded: stop or discard it")
+    if state == "stopping":
+        raise EnvironmentStateError("this episode is still being written (its video): delete it once it has stopped")
     if collect_state(session).replaying == name:
         raise EnvironmentStateError("this episode is being replayed")
     await delete_episode(server, session, path)
@@ -335,8 +345,7 @@ async def post_submit(name: str, request: SubmitRequest = Body(...),
     """Trim the episode to the steps kept (the rest is deleted), note whether it succeeded, and submit it: only
     then does a dataset export take it."""
     path = episode_path(session, name)
-    recorder = session.recorder
-    state = recorder.status()["state"] if recorder is not None and recorder.path == path else "stopped"
+    state = _episode_state(session, path)
     if state != "stopped":  # recording, or stopping: the recorder writes the last frame, meta.json and the video
         raise EnvironmentStateError(f"this episode is {state}: submit it once it has stopped")
     if collect_state(session).replaying == name:

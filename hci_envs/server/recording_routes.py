@@ -6,6 +6,7 @@ Controls are never keys inside the VNC stream: a person at a viewer cannot start
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,6 +36,8 @@ class RecordingCommand(BaseModel):
     accessibility: bool = Field(False, description="each frame with the accessibility tree read right after it")
     review: bool = Field(False, description="the episode waits for its demonstrator's review (trim, verdict, "
                                             "submit) before a dataset export takes it")
+    wait: bool = Field(True, description="stop: answer once the episode is written, its video included (false: "
+                                         "at once, with the state 'stopping' until GET says 'stopped')")
 
 
 router = APIRouter(dependencies=CONTROL)
@@ -47,6 +50,8 @@ def status(session: Session) -> dict[str, Any]:
 
 async def command(server: HciServer, session: Session, cmd: RecordingCommand) -> dict[str, Any]:
     recorder = getattr(session, "recorder", None)
+    if not cmd.wait and cmd.command != "stop":
+        raise ConfigError(f"'wait' is for the stop command: {cmd.command} answers at once", field="wait")
     if cmd.command == "start":
         if recorder is not None and recorder.state in ("recording", "paused"):
             raise EnvironmentStateError(f"already recording into {recorder.path}; stop it first")
@@ -78,7 +83,12 @@ async def command(server: HciServer, session: Session, cmd: RecordingCommand) ->
     elif cmd.command == "resume":
         await anyio.to_thread.run_sync(recorder.resume)
     else:
-        await anyio.to_thread.run_sync(recorder.stop)  # encodes the episode's video: never on the event loop
+        # encodes the episode's video: never on the event loop (without wait, on the recorder's own thread; a
+        # recorder plugin whose stop cannot return early answers once it is done)
+        early = not cmd.wait and "wait" in inspect.signature(recorder.stop).parameters
+        answer = await anyio.to_thread.run_sync(lambda: recorder.stop(wait=False) if early else recorder.stop())
+        if isinstance(answer, dict):  # the state as the stop left it ("stopping" until the thread is done)
+            return answer
     return recorder.status()
 
 
