@@ -147,7 +147,7 @@ class _ScriptedScreen:
     def tree(self, _query, remember=False):  # noqa: ARG002 - the accessibility backend's signature
         from types import SimpleNamespace
 
-        return SimpleNamespace(nodes=self.trees.pop(0) if len(self.trees) > 1 else self.trees[0])
+        return SimpleNamespace(nodes=self.trees.pop(0) if len(self.trees) > 1 else self.trees[0], left_out=[])
 
     def window_titles(self) -> list[str]:
         return self.titles.pop(0) if len(self.titles) > 1 else self.titles[0]

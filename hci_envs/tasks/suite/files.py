@@ -83,18 +83,24 @@ def _icon(ctx: Any, name: str) -> Iterator[Any]:
 
 
 def _select(ctx: Any, names: list[str]) -> Iterator[Any]:
-    """Click the first icon, ctrl+click the others, and wait until all of them are selected."""
+    """Click the first icon, ctrl+click the others, and wait until all of them are selected, as the icons show
+    and as pcmanfm's status bar says. The status bar is the one to trust: pcmanfm acts on a copy of the
+    selection that it refreshes at most every 200 ms (and at idle priority), so a key pressed soon after a
+    ctrl+click can act on the selection before it (Delete trashed one file of two, on a loaded machine); the
+    status bar is written from that copy each time it is refreshed."""
     for index, name in enumerate(names):
         node = yield from _icon(ctx, name)
         x, y = centre(node)
         yield {"type": "click", "x": x, "y": y, "modifiers": ["ctrl"] if index else []}
+    said = f'"{names[0]}"' if len(names) == 1 else f"{len(names)} items selected"
 
     def selected() -> bool:
-        marked = {n.get("text") for n in tree(ctx, app=APP)
-                  if n["role"] == "icon" and "selected" in n.get("states", ())}
-        return marked == set(names)
+        nodes = tree(ctx, app=APP)
+        marked = {n.get("text") for n in nodes if n["role"] == "icon" and "selected" in n.get("states", ())}
+        status = " ".join(n.get("text") or "" for n in nodes if n["role"] == "status bar")
+        return marked == set(names) and status.startswith(said)
 
-    yield from until(selected, f"{', '.join(names)} selected", 10, every_ms=400)
+    yield from until(selected, f"{', '.join(names)} selected, and the status bar saying {said}", 10, every_ms=400)
 
 
 def _exists(ctx: Any, *paths: str, present: bool = True, timeout: float = 20) -> Iterator[Any]:

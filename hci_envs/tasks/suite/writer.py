@@ -70,17 +70,27 @@ def save(ctx: Any, path: str, done: Callable[[Any], bool]) -> Iterator[Any]:
     yield from saved(ctx, path, lambda data: (doc := document(data)) is not None and bool(done(doc)), timeout=30)
 
 
-def selected(ctx: Any) -> list[str]:
-    """The text of each paragraph the accessibility tree says holds the selection."""
+def paragraphs(ctx: Any, state: str) -> list[str]:
+    """The text of each paragraph the accessibility tree shows in ``state`` ("selected", "focused")."""
     return [n.get("text") or "" for n in tree(ctx, app="writer")
-            if n["role"] == "paragraph" and "selected" in n.get("states", ())]
+            if n["role"] == "paragraph" and state in n.get("states", ())]
+
+
+def bullet_here(ctx: Any, on: bool) -> Iterator[Any]:
+    """Wait until the paragraph with the cursor is (or is not) a bulleted one: Writer shows its bullet at the start
+    of its text. The bullet keys are a command Writer posts to itself, while typing is handled at once, so text
+    typed right after them could land before the bullet does, and the bullet on a later paragraph."""
+    def here() -> bool:
+        focused = paragraphs(ctx, "focused")
+        return len(focused) == 1 and focused[0].startswith("\u2022") == on
+    yield from until(here, f"the paragraph with the cursor {'with' if on else 'without'} its bullet", timeout=20)
 
 
 def select_line(ctx: Any, n: int, text: str) -> Iterator[Any]:
     """Select the ``n``-th paragraph (from 0) of one-line paragraphs, whose text is ``text``, and wait until
     Writer shows that selection: what follows acts on whatever is selected when Writer handles it."""
     yield [key("ctrl+Home"), *([key("Down", n)] if n else []), key("Home"), key("shift+End")]
-    yield from until(lambda: selected(ctx) == [text], f"the line {text!r} to be selected", timeout=20)
+    yield from until(lambda: paragraphs(ctx, "selected") == [text], f"the line {text!r} to be selected", timeout=20)
 
 
 def select_phrase(ctx: Any, phrase: str) -> Iterator[Any]:
@@ -643,10 +653,12 @@ def meeting_minutes(rng: random.Random) -> Variant:
         yield type_text("Attendees:", "keys")
         yield key("Return")
         yield key("shift+F12")
+        yield from bullet_here(ctx, True)
         for who in people:
             yield type_text(who, "keys")
             yield key("Return")
         yield key("shift+F12")  # the empty paragraph after the last name leaves the list
+        yield from bullet_here(ctx, False)
         yield type_text("Actions:", "keys")
         yield key("Return")
         yield key("ctrl+F12")
