@@ -63,6 +63,13 @@ class AppLauncher:
 
     def __init__(self) -> None:
         self._apps: list[tuple[AppState, subprocess.Popen[bytes]]] = []
+        self._logs = 0
+
+    def log_file(self, name: str) -> Path:
+        """A new file for a program's output, in the desktop's runtime folder (the server's: the agent can
+        neither read nor fill it past the program's own writes); it goes with the desktop."""
+        self._logs += 1
+        return self._runtime / f"{self._logs}-{name.replace('/', '_')}.log"
 
     def launch(self, app: AppState) -> subprocess.Popen[bytes]:
         """Start an app on this desktop; with ``app.wait_for_window`` return once it has mapped a window."""
@@ -74,7 +81,7 @@ class AppLauncher:
             raise MissingDependencyError(f"app {app.label!r}: program {argv[0]!r} not found", program=argv[0])
         # Count window maps rather than compare window ids: a relaunched app may get its old ids back.
         maps_before, overrides_before = self.events.map_count(), self.events.override_map_count()
-        log_path = self._runtime / f"app-{len(self._apps)}-{app.label}.log"
+        log_path = self.log_file(f"app-{app.label}")
         with open(log_path, "wb") as log_file:
             proc = self.spawn_agent(app.label, [program, *argv[1:]], env=self.app_env(app.env),
                                     stdout=log_file.fileno(), stderr=log_file.fileno())
