@@ -7,9 +7,11 @@ server has a temporary directory of its own, and only its own processes and acco
 figures hold with other work (another suite) running beside it.
 
 Each sample is reported beside the first one taken after the warm-up (the ratio last / first), and the whole
-curve is saved in bench/results/soak.json.
+curve is saved in bench/results/soak.json. With --beside-default-heaps a second server runs the same episodes
+in turns with the first, with glibc's default heaps (the server caps them at one, see
+hci_envs/desktop/allocator.py): the baseline of the memory slope (KiB a reset) and of the step's time.
 
-    .venv/bin/python bench/bench_soak.py [--minutes 30] [--every 3]
+    .venv/bin/python bench/bench_soak.py [--minutes 30] [--every 3] [--beside-default-heaps]
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from common import Report, pss_kib, uss_kib
 
@@ -75,71 +78,131 @@ def sample(server_pid: int, uids: set[int], tmp: Path) -> dict[str, float]:
     }
 
 
+class Arm:
+    """One server of the soak, its two sessions and its curve."""
+
+    def __init__(self, name: str, env: dict[str, str]) -> None:
+        self.name = name
+        self.tmp = Path(tempfile.mkdtemp(prefix=f"soak-{name}-"))
+        self.tmp.chmod(0o1777)  # as /tmp: the agent accounts reach their homes in it
+        self.server = ServerProcess("--env", "workstation", "--app", "xterm", "--agent-tokens", "--max-sessions",
+                                    "3", "--spare", "--no-vnc",
+                                    env={"HCI_ENVS_CONTROL_TOKEN": CONTROL, "TMPDIR": str(self.tmp), **env})
+        self.control: Any = None
+        self.sessions: list[tuple[str, McpClient]] = []
+        self.curve: list[dict[str, float]] = []
+        self.resets = 0
+        self.step_ms: list[float] = []
+        # the agent account each session runs as now (a reset may swap in a spare's): accounts go back to the
+        # machine's pool, and another server beside this one may run as one this server used before
+        self.uids: dict[str, int] = {}
+
+    def start(self) -> None:
+        import httpx
+
+        self.server.start(timeout=90)
+        self.control = httpx.Client(base_url=self.server.base_url, timeout=300,
+                                    headers={"authorization": f"Bearer {CONTROL}"})
+        for _ in range(2):
+            info = self.control.post("/sessions", json={}).json()
+            client = McpClient(info["mcp_tools_url"], info["agent_token"]).__enter__()
+            self.sessions.append((info["session_id"], client))
+
+    def episode(self) -> None:
+        for sid, mcp in self.sessions:
+            began = time.perf_counter()
+            self.uids[sid] = int(mcp.call("bash", {"command": EPISODE}).structured_content["stdout"].split()[-1])
+            mcp.call("click", {"x": 300, "y": 300})
+            mcp.call("screenshot", {})
+            self.step_ms.append((time.perf_counter() - began) * 1000 / 3)
+            assert self.control.post(f"/sessions/{sid}/reset", json={}).status_code == 200
+            self.resets += 1
+
+    def sample(self, minute: float) -> dict[str, float]:
+        point = {"minute": minute, "resets": self.resets,
+                 **sample(self.server.proc.pid, set(self.uids.values()), self.tmp)}
+        self.curve.append(point)
+        print(f"  {self.name}: {point}", flush=True)
+        return point
+
+    def close(self) -> dict[str, float]:
+        for _sid, mcp in self.sessions:
+            mcp.__exit__(None, None, None)
+        for sid, _mcp in self.sessions:
+            self.control.delete(f"/sessions/{sid}")
+        time.sleep(3)
+        return sample(self.server.proc.pid, set(self.uids.values()), self.tmp)
+
+    def stop(self) -> dict[str, float]:
+        if self.control is not None:
+            self.control.close()
+        self.server.stop()
+        time.sleep(3)
+        after = sample(os.getpid(), set(self.uids.values()), self.tmp)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        return after
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--minutes", type=float, default=30)
     parser.add_argument("--every", type=float, default=3.0, help="seconds between a session's resets")
+    parser.add_argument("--beside-default-heaps", action="store_true",
+                        help="run a second server beside it, with glibc's default heaps (MALLOC_ARENA_MAX of "
+                             "8 a core, where the server caps them at one): the baseline of the memory slope")
     args = parser.parse_args()
-    import httpx
 
     # stopped with SIGTERM (kill, a CI's timeout), the server and its folder go too: the finally clauses run
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     report = Report("soak")
-    tmp = Path(tempfile.mkdtemp(prefix="soak-"))
-    tmp.chmod(0o1777)  # as /tmp: the agent accounts reach their homes in it
-    server = ServerProcess("--env", "workstation", "--app", "xterm", "--agent-tokens", "--max-sessions", "3",
-                           "--spare", "--no-vnc", env={"HCI_ENVS_CONTROL_TOKEN": CONTROL, "TMPDIR": str(tmp)})
-    server.start(timeout=90)
-    control = httpx.Client(base_url=server.base_url, headers={"authorization": f"Bearer {CONTROL}"}, timeout=300)
-    curve: list[dict[str, float]] = []
-    resets = 0
-    # the agent account each session runs as now (a reset may swap in a spare's): accounts go back to the machine's
-    # pool, and another server beside this one may run as one this server used before
-    uids: dict[str, int] = {}
+    arms = [Arm("shipped", {})]
+    if args.beside_default_heaps:
+        arms.append(Arm("default-heaps", {"MALLOC_ARENA_MAX": str(8 * (os.cpu_count() or 1))}))
+    left: dict[str, dict[str, float]] = {}
+    after_stop: dict[str, dict[str, float]] = {}
     try:
-        sessions = []
-        for _ in range(2):
-            info = control.post("/sessions", json={}).json()
-            sessions.append((info["session_id"], McpClient(info["mcp_tools_url"], info["agent_token"]).__enter__()))
+        for arm in arms:
+            arm.start()
         started = time.monotonic()
         next_sample = started + 60  # the first sample after a minute's warm-up
         while time.monotonic() - started < args.minutes * 60:
-            for sid, mcp in sessions:
-                uids[sid] = int(mcp.call("bash", {"command": EPISODE}).structured_content["stdout"].split()[-1])
-                mcp.call("click", {"x": 300, "y": 300})
-                assert control.post(f"/sessions/{sid}/reset", json={}).status_code == 200
-                resets += 1
+            for arm in arms:  # in turns, so that both see the same machine
+                arm.episode()
             time.sleep(args.every)
             if time.monotonic() >= next_sample:
-                point = {"minute": round((time.monotonic() - started) / 60, 1), "resets": resets,
-                         **sample(server.proc.pid, set(uids.values()), tmp)}
-                curve.append(point)
-                print(f"  {point}", flush=True)
+                for arm in arms:
+                    arm.sample(round((time.monotonic() - started) / 60, 1))
                 next_sample += 60
-        for _sid, mcp in sessions:
-            mcp.__exit__(None, None, None)
-        for sid, _mcp in sessions:
-            control.delete(f"/sessions/{sid}")
-        time.sleep(3)
-        left = sample(server.proc.pid, set(uids.values()), tmp)
+        for arm in arms:
+            left[arm.name] = arm.close()
     finally:
-        control.close()
-        server.stop()
-    time.sleep(3)
-    after_stop = sample(os.getpid(), set(uids.values()), tmp)
-    shutil.rmtree(tmp, ignore_errors=True)
-    first, last = curve[0], curve[-1]
-    for key in ("server_tree_pss_mib", "server_pss_mib", "server_uss_mib", "processes", "server_fds", "mounts",
-                "tmp_entries"):
-        ratio = last[key] / first[key] if first[key] else float("nan")
-        report.value(f"{key}: last / first", f"{last[key]} / {first[key]} = {ratio:.2f}x")
-    report.value("resets", resets)
-    report.value("agent processes (of the accounts it used) once the sessions were closed",
-                 left["agent_processes_outside"])
-    report.value("agent processes (of the accounts it used) once the server stopped",
-                 after_stop["agent_processes_outside"])
-    report.notes["curve"] = curve
+        for arm in arms:
+            after_stop[arm.name] = arm.stop()
+    for arm in arms:
+        first, last = arm.curve[0], arm.curve[-1]
+        for key in ("server_tree_pss_mib", "server_pss_mib", "server_uss_mib", "processes", "server_fds", "mounts",
+                    "tmp_entries"):
+            ratio = last[key] / first[key] if first[key] else float("nan")
+            report.value(f"{arm.name}: {key}: last / first", f"{last[key]} / {first[key]} = {ratio:.2f}x")
+        resets = last["resets"] - first["resets"]
+        slope = (last["server_uss_mib"] - first["server_uss_mib"]) * 1024 / resets if resets else float("nan")
+        report.value(f"{arm.name}: server USS growth after the warm-up, KiB a reset", f"{slope:.1f} over {resets}")
+        # the heaps climb to their high-water marks first: whether they stay there shows in the second half
+        half = arm.curve[len(arm.curve) // 2]
+        resets = last["resets"] - half["resets"]
+        slope = (last["server_uss_mib"] - half["server_uss_mib"]) * 1024 / resets if resets else float("nan")
+        report.value(f"{arm.name}: server USS growth in the second half, KiB a reset", f"{slope:.1f} over {resets}")
+        report.add(f"{arm.name}: a tool call (bash, click, screenshot: their mean)", arm.step_ms)
+        report.value(f"{arm.name}: resets", arm.resets)
+        report.value(f"{arm.name}: agent processes (of the accounts it used) once the sessions were closed",
+                     left.get(arm.name, {}).get("agent_processes_outside"))
+        report.value(f"{arm.name}: agent processes (of the accounts it used) once the server stopped",
+                     after_stop[arm.name]["agent_processes_outside"])
+        report.notes[f"{arm.name}: curve"] = arm.curve
+    if len(arms) > 1:
+        report.ratio("a tool call: default heaps / shipped (p50)", f"{arms[1].name}: a tool call (bash, click, "
+                     "screenshot: their mean)", f"{arms[0].name}: a tool call (bash, click, screenshot: their mean)")
     report.save()
 
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import base64
-import ctypes
-import ctypes.util
 import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import DesktopDiedError, MissingDependencyError
+from .allocator import keep_frame_buffers_mapped
 from .encode import MIME, Frame, ImageFormat, downscale, encode
 
 
@@ -58,37 +57,6 @@ def scaled_size(width: int, height: int, scale: float | None, max_side: int | No
     out_w = max(1, math.floor(width * scale + 0.5))
     out_h = max(1, math.floor(height * scale + 0.5))
     return out_w, out_h, scale
-
-
-#: glibc's mallopt parameters: allocations below the first come from the heap, not from fresh mmaps; free
-#: memory at the top of the heap is returned to the system only past the second.
-_M_MMAP_THRESHOLD, _M_TRIM_THRESHOLD = -3, -1
-_KEEP_BUFFERS_BELOW = 32 << 20
-_TRIM_ABOVE = 128 << 20
-_malloc_tuned = False
-
-
-def keep_frame_buffers_mapped() -> None:
-    """Stop glibc from giving every frame-sized buffer its own mmap.
-
-    A 1280x800 frame makes several 3-4 MB temporaries per screenshot (RGB rows, the base64 text, the JSON
-    body). Above glibc's mmap threshold each one is a fresh mapping whose 4 KiB pages fault in one by one
-    and are unmapped again on free; in a virtual machine those faults cost more than the encoding
-    (PNG at 1280x800: 9.3 ms with fresh mappings, 1.6 ms from the heap, on the 2-core VM of bench/).
-    Once per process; a no-op where the C library is not glibc.
-    """
-    global _malloc_tuned
-    if _malloc_tuned:
-        return
-    _malloc_tuned = True
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    mallopt(_M_MMAP_THRESHOLD, _KEEP_BUFFERS_BELOW)
-    mallopt(_M_TRIM_THRESHOLD, _TRIM_ABOVE)
 
 
 class Screen:

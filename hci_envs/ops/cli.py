@@ -130,6 +130,9 @@ def serve_config(args: argparse.Namespace, port: int, osworld_port: int | None =
 
 @command("serve")
 def serve(args: argparse.Namespace) -> int:
+    from ..desktop.allocator import one_heap
+
+    one_heap()  # before any thread starts: a long-running server's memory stays flat over its resets
     import uvicorn
 
     from ..server.app import create_app
