@@ -102,7 +102,7 @@ def saved(env: Any) -> Any:
     return document(path.read_bytes()) if path.exists() else None
 
 
-def first_word(env: Any, before: Image.Image, after: Image.Image) -> tuple[int, int]:
+def first_word(env: Any, before: Image.Image, after: Image.Image, said: Any = None) -> tuple[int, int]:
     """The middle of the first word typed into Writer, found as a model reading the screenshots would find it:
     in the document's area (the tree's box, which leaves out the toolbars and the status bar, whose word count
     changes too), the typed line is where the typing changed the screen, and its first word the first run of
@@ -120,7 +120,7 @@ def first_word(env: Any, before: Image.Image, after: Image.Image) -> tuple[int, 
     area = (x, y, x + width, y + height)
     changed = ImageChops.difference(before.crop(area).convert("L"), after.crop(area).convert("L"))
     line = changed.point(lambda v: 255 if v > 64 else 0).getbbox()
-    assert line is not None, "the typing changed nothing in the document"
+    assert line is not None, f"the typing changed nothing in the document ({said})"
     left, top, right, bottom = line
     inked = [changed.crop((c, top, c + 1, bottom)).getextrema()[1] > 64 for c in range(left, right)]
     end = 0
@@ -139,7 +139,7 @@ def test_openai_calls_bold_a_word_in_writer_and_a_click_on_nothing_says_so(write
     before = env.observe().screenshot.to_pil()
     typed = run_computer_call(call({"type": "type", "text": f"{BOLD} {PLAIN}"}), env.step)
     assert [o["status"] for o in typed.outcomes] == ["ok"] and typed.note is None
-    x, y = first_word(env, before, typed.observation.screenshot.to_pil())
+    x, y = first_word(env, before, typed.observation.screenshot.to_pil(), typed.outcomes)
     formatted = run_computer_call(call({"type": "double_click", "x": x, "y": y},
                                        {"type": "keypress", "keys": ["CTRL", "B"]},
                                        {"type": "keypress", "keys": ["CTRL", "S"]}, call_id="call_2"),

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 from conftest import need, need_programs
-from helpers import HERE, McpClient, our_containers
+from helpers import HERE, McpClient, our_containers, wait_until
 from test_openenv_compat import openenv_python
 
 from hci_envs import HciEnvClient
@@ -464,8 +464,15 @@ def test_the_apps_image_serves_the_suite_with_its_real_apps(docker_client):
                                    (first_task("calculator", 0), "calculator", "toggle button")):
             obs = env.reset(task=task_id)
             assert obs.observation.text, task_id  # the instruction
-            tree = env.call_tool("accessibility_tree", app=app).observation.data
-            assert any(n["role"] == role for n in tree["nodes"]), (task_id, tree.get("reason"), tree["apps"])
+            # a reset waits until the windows are drawn; chromium's renderer sends the page's part of the tree
+            # after that, and a loaded machine showed the browser's tree without its document for a moment
+            tree: dict = {}
+
+            def shows_role() -> bool:
+                tree.update(env.call_tool("accessibility_tree", app=app).observation.data)
+                return any(n["role"] == role for n in tree["nodes"])
+
+            assert wait_until(shows_role, timeout=30), (task_id, tree.get("reason"), tree["apps"])
             result = env.score()
             assert result["score"] == 0.0 and not result["success"], (task_id, result)
         env.reset(task="editor-append-line.9")

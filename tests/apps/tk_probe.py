@@ -281,9 +281,19 @@ def schedule() -> None:
 
 def write_state() -> None:
     _pending[0] = False
+    words = {
+        # where the words of the Text widget are, so a test can double-click "beta"
+        "beta": list(text.bbox("1.6") or []),
+        "line2": list(text.bbox("2.3") or []),
+        "alpha": list(text.bbox("1.0") or []),
+        "gamma_end": list(text.bbox("1.15") or []),
+    }
+    # ready once it is on screen and laid out (Tk has no box for a character before that; a loaded machine
+    # showed a test the state of a probe not yet drawn): once ready, always (a test may scroll the words away)
+    laid_out = bool(root.winfo_viewable()) and all(words.values())
     state.update(
         {
-            "ready": True,
+            "ready": bool(state["ready"]) or laid_out,
             "entry": entry.get(),
             "entry2": entry2.get(),
             "entry_selection": entry_selection(entry),
@@ -301,13 +311,7 @@ def write_state() -> None:
                                 ("listbox", listbox), ("canvas", canvas), ("counter", counter),
                                 ("list2", list2))
             },
-            "text_char_bbox": {
-                # where the words of the Text widget are, so a test can double-click "beta"
-                "beta": list(text.bbox("1.6") or []),
-                "line2": list(text.bbox("2.3") or []),
-                "alpha": list(text.bbox("1.0") or []),
-                "gamma_end": list(text.bbox("1.15") or []),
-            },
+            "text_char_bbox": words,
         }
     )
     tmp = STATE_PATH + ".tmp"
