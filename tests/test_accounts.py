@@ -113,3 +113,51 @@ def test_servers_claiming_accounts_at_once_never_hold_the_same_one(tmp_path):
         out, _ = claimer.communicate(timeout=60)
         claimed += [int(uid) for uid in out.split()]
     assert sorted(claimed) == list(range(3000, 3016)), sorted(claimed)
+
+
+LEFT_BEHIND = r"""
+import os, signal
+from hci_envs.sandbox.accounts import account_pool
+from hci_envs.sandbox.homes import HomeStore
+lease = account_pool().lease()
+home = HomeStore(lease.account, disk=16 << 20)  # a tmpfs, as a server's homes are under its default disk limit
+runtime = lease.account.private_dir("hci-envs-agent-")
+(home.path / "secret.txt").write_text("the earlier session's")
+print(lease.account.uid, home.path, runtime, flush=True)
+with open(f"/proc/self/task/{os.getpid()}/children") as f:  # the watchdog: killed first, so nothing cleans up
+    for child in f.read().split():
+        os.kill(int(child), signal.SIGKILL)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.fake
+def test_an_accounts_next_lease_removes_the_folders_an_earlier_holder_left_mounted():
+    """A process that held an account is killed with its watchdog, its session's home (a tmpfs) and runtime folder
+    left behind: the account's next lease removes both, whoever takes it, so that the next session of that uid
+    cannot read them (a loaded test run found an earlier session's home readable to a new one: the sweep removed
+    the files but not the mount, and a mounted folder cannot be removed)."""
+    import sys
+    import time
+
+    from hci_envs.errors import CapacityError
+    from hci_envs.sandbox.accounts import AccountPool, agent_accounts
+
+    need(os.geteuid() == 0 and bool(agent_accounts()), "root and agent accounts (python3 -m hci_envs install)")
+    done = subprocess.run([sys.executable, "-c", LEFT_BEHIND], capture_output=True, text=True, timeout=60)
+    assert done.returncode == -9, done.stderr
+    uid, home, runtime = done.stdout.split()
+    left = [Path(home), Path(runtime)]
+    assert all(path.is_dir() for path in left) and os.path.ismount(home)
+    account = next(a for a in agent_accounts() if a.uid == int(uid))
+    deadline = time.monotonic() + 60
+    while any(path.parent.exists() for path in left):  # another server's lease of the account sweeps it as well
+        try:
+            AccountPool([account]).lease().release()
+        except CapacityError:
+            assert time.monotonic() < deadline, f"the account stayed leased, and {left} stayed"
+            time.sleep(0.1)
+            continue
+        break
+    assert not any(path.parent.exists() for path in left), f"left for the account's next session: {left}"
+    assert not os.path.ismount(home)

@@ -238,3 +238,28 @@ def test_a_task_world_follows_the_home_of_each_swapped_in_desktop(x11):
             env.step({"type": "click", "x": 5, "y": 5})
             assert wait_until(lambda: spare_ready(env), 30), env.state.spare
         assert len(homes) == 2  # the session alternated between its two desktops
+
+
+@pytest.mark.fake
+def test_parts_whose_desktop_fails_to_close_still_remove_their_home_and_return_their_account():
+    """A desktop whose close raises (a firewall command that failed on a busy machine) still lets the parts' home go
+    and their account's lease end: the home left behind would outlive the lease, for the account's next session."""
+    from hci_envs.env.spare import DesktopParts
+    from hci_envs.errors import DesktopError
+    from hci_envs.sandbox.homes import HomeStore
+
+    class FailingDesktop:
+        def close(self) -> None:
+            raise DesktopError("the display server could not be stopped")
+
+    class Lease:
+        released = False
+
+        def release(self) -> None:
+            self.released = True
+
+    homes, lease = HomeStore(), Lease()
+    parts = DesktopParts(FailingDesktop(), homes, lease)
+    with pytest.raises(DesktopError):
+        parts.close()
+    assert not homes.path.exists() and lease.released and parts.desktop is None and parts.lease is None

@@ -451,21 +451,23 @@ class BaseDesktop(abc.ABC):
         if self._closed:
             return
         self._closed = True
-        self._close_display()
-        if self.account is not None:
-            self.account.kill_all()
-        self.processes.close()
-        self._close_display_server()
-        if self.groups is not None:
-            self.groups.retire()
-        if self._confined:
-            egress().clear(self.account.uid)  # type: ignore[union-attr]
-        if self.account is not None:
-            remove_private_dir(self.agent_runtime)
-        remove_temporary_dir(self._runtime)
-        for link, holder in list(_LINK_HOLDERS.items()):
-            if holder is self:
-                del _LINK_HOLDERS[link]
+        try:
+            self._close_display()
+            if self.account is not None:
+                self.account.kill_all()
+            self.processes.close()
+            self._close_display_server()
+            if self.groups is not None:
+                self.groups.retire()
+            if self._confined:
+                egress().clear(self.account.uid)  # type: ignore[union-attr]
+        finally:  # the folders go whatever failed before: the agent's would outlive its account's lease
+            if self.account is not None:
+                remove_private_dir(self.agent_runtime)
+            remove_temporary_dir(self._runtime)
+            for link, holder in list(_LINK_HOLDERS.items()):
+                if holder is self:
+                    del _LINK_HOLDERS[link]
 
 
 def _user_name() -> str:

@@ -60,15 +60,18 @@ class DesktopParts:
         return self.lease.account if self.lease is not None else None
 
     def close(self) -> None:
+        # each part goes even when the one before failed: a home left behind outlives its account's lease
         try:
             if self.desktop is not None:
-                self.desktop.close()
-                self.desktop = None
-            self.homes.close()
+                desktop, self.desktop = self.desktop, None
+                desktop.close()
         finally:
-            if self.lease is not None:
-                self.lease.release()
-                self.lease = None
+            try:
+                self.homes.close()
+            finally:
+                if self.lease is not None:
+                    lease, self.lease = self.lease, None
+                    lease.release()
 
 
 def state_key(state: StartState) -> str:

@@ -48,6 +48,7 @@ from typing import Literal
 
 from ..errors import CapacityError, ConfigError
 from .watchdog import WATCHDOG, remove_temporary_dir, temporary_dir
+from .watchdog_process import remove_folder
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +181,12 @@ class AgentAccount:
                     own = os.path.join(entry.path, PRIVATE_DIR_NAME)
                     if (entry.name.startswith(PRIVATE_DIR_PREFIXES) and os.path.realpath(own) not in kept
                             and os.lstat(own).st_uid == self.uid):
-                        shutil.rmtree(entry.path, ignore_errors=True)  # a private_dir a killed server left
+                        # a private_dir an earlier holder of the account left (a server killed with its
+                        # watchdog, a close cut short): a home or runtime folder is a tmpfs mount, which only
+                        # remove_folder detaches; left mounted, the next session of this uid could read it
+                        if not remove_folder(entry.path):
+                            log.warning("could not remove %s, left by an earlier session of %s", entry.path,
+                                        self.label)
                         removed += 1
                         continue
                 except OSError:

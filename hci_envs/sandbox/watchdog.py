@@ -6,6 +6,7 @@ removes the temporary folders it was told of (homes, runtime folders with their 
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Protocol
 
 from ..errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 class GuardedAccount(Protocol):
@@ -112,3 +115,5 @@ def remove_temporary_dir(path: Path) -> None:
 
     if remove_folder(path):
         WATCHDOG.release_folder(path)
+    else:  # the watchdog still has it, and the next lease of its account sweeps it
+        log.warning("could not remove %s (a mount in it stayed): it is removed later", path)
