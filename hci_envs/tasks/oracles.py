@@ -119,12 +119,15 @@ def game_coins(ctx: Any) -> Iterator[Any]:
 @oracle("game-targets")
 def game_targets(ctx: Any) -> Iterator[Any]:
     state = yield from _game(ctx)
-    for hit in range(3):
+    for _ in range(6):  # three hits; a click that missed (the window was moved meanwhile) is made again, as a
+        hits = state["hits"]  # player who saw the target stay would
+        if hits >= 3:
+            return
         canvas, cell, target = state["canvas"], state["cell"], state["target"]
         yield {"type": "click", "x": canvas[0] + target[0] * cell + cell // 2, "y": canvas[1] + target[1] * cell + cell // 2}
         for _ in range(30):  # wait until the game has moved the target
-            state = ctx.read_json(".game.json")
-            if state and state["hits"] > hit:
+            state = ctx.read_json(".game.json") or state
+            if state["hits"] > hits:
                 break
             yield {"type": "wait", "ms": 50}
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import tkinter as tk
 
-from .tk_state import geometry, write_state
+from .tk_state import geometry, on_screen, write_state
 
 COUNTRIES = ["Argentina", "Brazil", "Canada", "Denmark", "Egypt", "France", "Germany", "India", "Japan",
              "Kenya", "Mexico", "Norway", "Portugal", "Spain", "Sweden", "Vietnam"]
@@ -64,7 +64,7 @@ def main() -> None:
         widgets = {**fields, "countries": countries, "newsletter": newsletter, "plan_basic": radios["basic"],
                    "plan_pro": radios["pro"], "submit": submit_button}
         rows = {c: list(countries.bbox(i) or []) for i, c in enumerate(COUNTRIES)}
-        write_state(path, {"ready": True, **state, "values": values(),
+        write_state(path, {"ready": on_screen(root), **state, "values": values(),
                            "widgets": {k: geometry(w) for k, w in widgets.items()}, "country_rows": rows,
                            "countries_top": countries.nearest(0)})
 

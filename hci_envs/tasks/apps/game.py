@@ -10,7 +10,7 @@ import random
 import sys
 import tkinter as tk
 
-from .tk_state import geometry, write_state
+from .tk_state import geometry, on_screen, write_state
 
 COLS, ROWS, CELL = 10, 7, 48
 LAYOUTS = {
@@ -83,9 +83,14 @@ def main() -> None:
     canvas.bind("<Button-1>", click)
 
     def save() -> None:
-        write_state(path, {"ready": True, **state, "canvas": geometry(canvas), "cell": CELL})
+        write_state(path, {"ready": on_screen(root), **state, "canvas": geometry(canvas), "cell": CELL})
+
+    def tick() -> None:  # the window's place as it is now, also when nothing was played (the window manager moves it)
+        save()
+        root.after(150, tick)
 
     root.after(50, draw)
+    root.after(100, tick)
     root.focus_force()
     root.mainloop()
 

@@ -17,3 +17,10 @@ def write_state(path: str, state: dict[str, Any]) -> None:
 def geometry(widget: Any) -> list[int]:
     """[x, y, width, height] of a widget on the screen."""
     return [widget.winfo_rootx(), widget.winfo_rooty(), widget.winfo_width(), widget.winfo_height()]
+
+
+def on_screen(root: Any) -> bool:
+    """Whether the app's window is shown, so that its widgets' places are where a click lands: before it is
+    mapped, Tk gives places the window manager has not settled yet (an oracle that clicked where the first state
+    said missed, on a loaded machine). The state files say "ready" only from then on."""
+    return bool(root.winfo_viewable())
