@@ -132,11 +132,12 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 
 @pytest.mark.fake
-def test_an_accounts_next_lease_removes_the_folders_an_earlier_holder_left_mounted():
+def test_an_accounts_next_lease_removes_the_folders_an_earlier_holder_left_mounted(tmp_path):
     """A process that held an account is killed with its watchdog, its session's home (a tmpfs) and runtime folder
-    left behind: the account's next lease removes both, whoever takes it, so that the next session of that uid
-    cannot read them (a loaded test run found an earlier session's home readable to a new one: the sweep removed
-    the files but not the mount, and a mounted folder cannot be removed)."""
+    left behind in its own temporary directory: the account's next lease, by a process whose temporary directory
+    is another (whoever takes it), removes both, so that the next session of that uid cannot read them (a loaded
+    test run found an earlier session's home readable to a new one: the sweep removed the files but not the
+    mount, and a mounted folder cannot be removed)."""
     import sys
     import time
 
@@ -144,10 +145,12 @@ def test_an_accounts_next_lease_removes_the_folders_an_earlier_holder_left_mount
     from hci_envs.sandbox.accounts import AccountPool, agent_accounts
 
     need(os.geteuid() == 0 and bool(agent_accounts()), "root and agent accounts (python3 -m hci_envs install)")
-    done = subprocess.run([sys.executable, "-c", LEFT_BEHIND], capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", LEFT_BEHIND], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "TMPDIR": str(tmp_path)})
     assert done.returncode == -9, done.stderr
     uid, home, runtime = done.stdout.split()
     left = [Path(home), Path(runtime)]
+    assert all(path.is_relative_to(tmp_path) for path in left)
     assert all(path.is_dir() for path in left) and os.path.ismount(home)
     account = next(a for a in agent_accounts() if a.uid == int(uid))
     deadline = time.monotonic() + 60

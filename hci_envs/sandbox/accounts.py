@@ -165,11 +165,11 @@ class AgentAccount:
             self.signal_all("CONT")
 
     def sweep_files(self, keep: Sequence[Path] = ()) -> int:
-        """Remove what this uid left in shared writable places (/tmp, /dev/shm, ...) but ``keep`` (the
-        session's own home and runtime directory), and its System V IPC objects. Returns how many entries
-        went."""
-        removed = 0
+        """Remove what this uid left in shared writable places (/tmp, /dev/shm, ...) and the folders made for it
+        (:meth:`private_dir`) but ``keep`` (the session's own home and runtime directory), and its System V IPC
+        objects. Returns how many entries went."""
         kept = {os.path.realpath(k) for k in keep}
+        removed = self._sweep_private_dirs(kept)
         _mount_mqueue()
         for place in dict.fromkeys(os.path.realpath(p) for p in SHARED_WRITABLE):
             try:
@@ -177,20 +177,6 @@ class AgentAccount:
             except OSError:
                 continue
             for entry in entries:
-                try:
-                    own = os.path.join(entry.path, PRIVATE_DIR_NAME)
-                    if (entry.name.startswith(PRIVATE_DIR_PREFIXES) and os.path.realpath(own) not in kept
-                            and os.lstat(own).st_uid == self.uid):
-                        # a private_dir an earlier holder of the account left (a server killed with its
-                        # watchdog, a close cut short): a home or runtime folder is a tmpfs mount, which only
-                        # remove_folder detaches; left mounted, the next session of this uid could read it
-                        if not remove_folder(entry.path):
-                            log.warning("could not remove %s, left by an earlier session of %s", entry.path,
-                                        self.label)
-                        removed += 1
-                        continue
-                except OSError:
-                    pass
                 try:
                     if entry.stat(follow_symlinks=False).st_uid != self.uid or os.path.realpath(entry.path) in kept:
                         continue
@@ -221,16 +207,87 @@ class AgentAccount:
         symlink. :func:`remove_private_dir` removes both."""
         parent = temporary_dir(prefix)
         parent.chmod(0o711)
+        _record_private_dir(self.uid, parent)
         path = parent / PRIVATE_DIR_NAME
         path.mkdir(mode=0o700)
         os.chown(path, self.uid, self.gid)
         return path
+
+    def _sweep_private_dirs(self, kept: set[str]) -> int:
+        """Remove the folders :meth:`private_dir` made for this account that are not ``kept``: left by an earlier
+        holder of the account (a server killed with its watchdog, a close cut short), wherever that holder's
+        temporary directory was (the machine-wide record), or in the shared places. A home or runtime folder is
+        a tmpfs mount, which only ``remove_folder`` detaches: left mounted, the account's next session could
+        enter it."""
+        removed = 0
+        with _RECORD_LOCK:
+            record = _private_dir_record(self.uid)
+            try:
+                listed = record.read_text(encoding="utf-8").splitlines()
+            except OSError:
+                listed = []
+            unrecorded = [entry.path for place in dict.fromkeys(os.path.realpath(p) for p in SHARED_WRITABLE)
+                          for entry in _scan(place) if entry.name.startswith(PRIVATE_DIR_PREFIXES)]
+            still = []
+            for folder in dict.fromkeys([*filter(None, listed), *unrecorded]):
+                own = os.path.join(folder, PRIVATE_DIR_NAME)
+                try:
+                    if os.lstat(own).st_uid != self.uid:
+                        continue
+                except OSError:
+                    continue  # gone, or not a folder of this kind
+                if os.path.realpath(own) in kept:
+                    still.append(folder)
+                elif remove_folder(folder):
+                    removed += 1
+                else:
+                    log.warning("could not remove %s, left by an earlier session of %s", folder, self.label)
+                    still.append(folder)
+            _write_record(record, still)
+        return removed
 
 
 #: The account's own directory inside the folder :meth:`AgentAccount.private_dir` makes, and the prefixes of
 #: those folders (a home, a runtime folder).
 PRIVATE_DIR_NAME = "own"
 PRIVATE_DIR_PREFIXES = ("hci-envs-home-", "hci-envs-agent-")
+
+
+#: The folders private_dir made for each account, one file per uid beside the leases (root's alone to read and
+#: write), so that the sweep finds them whatever temporary directory (TMPDIR) their server had.
+_RECORD_LOCK = threading.Lock()
+
+
+def _private_dir_record(uid: int) -> Path:
+    return run_dir() / "accounts" / f"{uid}.folders"
+
+
+def _record_private_dir(uid: int, folder: Path) -> None:
+    with _RECORD_LOCK:
+        try:
+            with open(_private_dir_record(uid), "a", encoding="utf-8") as f:
+                f.write(f"{folder}\n")
+        except OSError as exc:  # no lease directory: the sweep still looks in the shared places
+            log.info("the folder %s is not recorded for uid %d: %s", folder, uid, exc)
+
+
+def _write_record(record: Path, folders: list[str]) -> None:
+    try:
+        if folders:
+            fresh = record.with_name(record.name + ".new")
+            fresh.write_text("".join(f"{f}\n" for f in folders), encoding="utf-8")
+            os.replace(fresh, record)
+        else:
+            record.unlink(missing_ok=True)
+    except OSError as exc:
+        log.info("the record %s could not be written: %s", record, exc)
+
+
+def _scan(place: str) -> list[os.DirEntry[str]]:
+    try:
+        return list(os.scandir(place))
+    except OSError:
+        return []
 
 
 def remove_private_dir(path: Path) -> None:
