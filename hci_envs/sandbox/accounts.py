@@ -172,11 +172,7 @@ class AgentAccount:
         removed = self._sweep_private_dirs(kept)
         _mount_mqueue()
         for place in dict.fromkeys(os.path.realpath(p) for p in SHARED_WRITABLE):
-            try:
-                entries = list(os.scandir(place))
-            except OSError:
-                continue
-            for entry in entries:
+            for entry in _scan(place):
                 try:
                     if entry.stat(follow_symlinks=False).st_uid != self.uid or os.path.realpath(entry.path) in kept:
                         continue
