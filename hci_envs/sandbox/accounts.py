@@ -169,20 +169,21 @@ class AgentAccount:
         (:meth:`private_dir`) but ``keep`` (the session's own home and runtime directory), and its System V IPC
         objects. Returns how many entries went."""
         kept = {os.path.realpath(k) for k in keep}
-        removed = self._sweep_private_dirs(kept)
         _mount_mqueue()
-        for place in dict.fromkeys(os.path.realpath(p) for p in SHARED_WRITABLE):
-            for entry in _scan(place):
-                try:
-                    if entry.stat(follow_symlinks=False).st_uid != self.uid or os.path.realpath(entry.path) in kept:
-                        continue
-                    if entry.is_dir(follow_symlinks=False):
-                        shutil.rmtree(entry.path, ignore_errors=True)
-                    else:
-                        os.unlink(entry.path)
-                    removed += 1
-                except OSError:
+        entries = [entry for place in dict.fromkeys(os.path.realpath(p) for p in SHARED_WRITABLE)
+                   for entry in _scan(place)]
+        removed = self._sweep_private_dirs(kept, [e.path for e in entries if e.name.startswith(PRIVATE_DIR_PREFIXES)])
+        for entry in entries:  # (a private folder is root's: only its inner folder is the uid's)
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != self.uid or os.path.realpath(entry.path) in kept:
                     continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+                removed += 1
+            except OSError:
+                continue
         if _owns_ipc(self.uid):
             subprocess.run(self.command([_program("ipcrm"), "--all"]), stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=10, check=False)
@@ -209,12 +210,12 @@ class AgentAccount:
         os.chown(path, self.uid, self.gid)
         return path
 
-    def _sweep_private_dirs(self, kept: set[str]) -> int:
+    def _sweep_private_dirs(self, kept: set[str], unrecorded: list[str]) -> int:
         """Remove the folders :meth:`private_dir` made for this account that are not ``kept``: left by an earlier
         holder of the account (a server killed with its watchdog, a close cut short), wherever that holder's
-        temporary directory was (the machine-wide record), or in the shared places. A home or runtime folder is
-        a tmpfs mount, which only ``remove_folder`` detaches: left mounted, the account's next session could
-        enter it."""
+        temporary directory was (the machine-wide record), or found in the shared places (``unrecorded``). A home
+        or runtime folder is a tmpfs mount, which only ``remove_folder`` detaches: left mounted, the account's
+        next session could enter it."""
         removed = 0
         with _RECORD_LOCK:
             record = _private_dir_record(self.uid)
@@ -222,8 +223,6 @@ class AgentAccount:
                 listed = record.read_text(encoding="utf-8").splitlines()
             except OSError:
                 listed = []
-            unrecorded = [entry.path for place in dict.fromkeys(os.path.realpath(p) for p in SHARED_WRITABLE)
-                          for entry in _scan(place) if entry.name.startswith(PRIVATE_DIR_PREFIXES)]
             still = []
             for folder in dict.fromkeys([*filter(None, listed), *unrecorded]):
                 own = os.path.join(folder, PRIVATE_DIR_NAME)

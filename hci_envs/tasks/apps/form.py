@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import tkinter as tk
 
-from .tk_state import geometry, on_screen, write_state
+from .tk_state import geometry, on_screen, save_every, write_state
 
 COUNTRIES = ["Argentina", "Brazil", "Canada", "Denmark", "Egypt", "France", "Germany", "India", "Japan",
              "Kenya", "Mexico", "Norway", "Portugal", "Spain", "Sweden", "Vietnam"]
@@ -68,12 +68,8 @@ def main() -> None:
                            "widgets": {k: geometry(w) for k, w in widgets.items()}, "country_rows": rows,
                            "countries_top": countries.nearest(0)})
 
-    def tick() -> None:
-        save()
-        root.after(150, tick)
-
     fields["name"].focus_set()
-    root.after(50, tick)
+    save_every(root, save)
     root.mainloop()
 
 

@@ -10,7 +10,7 @@ import random
 import sys
 import tkinter as tk
 
-from .tk_state import geometry, on_screen, write_state
+from .tk_state import geometry, on_screen, save_every, write_state
 
 COLS, ROWS, CELL = 10, 7, 48
 LAYOUTS = {
@@ -85,12 +85,8 @@ def main() -> None:
     def save() -> None:
         write_state(path, {"ready": on_screen(root), **state, "canvas": geometry(canvas), "cell": CELL})
 
-    def tick() -> None:  # the window's place as it is now, also when nothing was played (the window manager moves it)
-        save()
-        root.after(150, tick)
-
     root.after(50, draw)
-    root.after(100, tick)
+    save_every(root, save)
     root.focus_force()
     root.mainloop()
 

@@ -24,3 +24,13 @@ def on_screen(root: Any) -> bool:
     mapped, Tk gives places the window manager has not settled yet (an oracle that clicked where the first state
     said missed, on a loaded machine). The state files say "ready" only from then on."""
     return bool(root.winfo_viewable())
+
+
+def save_every(root: Any, save: Any, ms: int = 150) -> None:
+    """Write the app's state shortly after start and every ``ms`` from then on: the window's places as they are
+    now (the window manager may move it), also while nobody acts."""
+    def tick() -> None:
+        save()
+        root.after(ms, tick)
+
+    root.after(50, tick)
