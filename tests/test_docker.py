@@ -571,7 +571,7 @@ def test_a_desktop_process_killed_in_a_container_is_said_and_the_next_reset_reco
 def test_building_again_removes_the_image_it_replaced_and_nothing_else(docker_client, tmp_path):
     """A build that replaces an image of hci-envs' removes the one it replaced (building again and again would fill
     the disk); an untagged image of somebody else's stays, even one built on an image of ours."""
-    from hci_envs.ops.images import build_dockerfile_dir
+    from hci_envs.ops.images import build_dockerfile_dir, one_build_at_a_time
 
     tag = f"hci-envs-test/rebuilt:{os.environ['HCI_ENVS_RUN']}"
     context = tmp_path / "rebuilt"
@@ -579,7 +579,8 @@ def test_building_again_removes_the_image_it_replaced_and_nothing_else(docker_cl
     foreign_context = tmp_path / "foreign"
     foreign_context.mkdir()
     (foreign_context / "Dockerfile").write_text(f"FROM {BASE_IMAGE}\nRUN echo {os.urandom(4).hex()} > /foreign\n")
-    foreign = docker_client.images.build(path=str(foreign_context), rm=True)[0]  # untagged, on ours, not ours
+    with one_build_at_a_time():  # a build on our base while another checkout's build replaces it would lose it
+        foreign = docker_client.images.build(path=str(foreign_context), rm=True)[0]  # untagged, on ours, not ours
     ids = []
     try:
         for n in range(2):

@@ -224,16 +224,20 @@ build(float(sys.argv[2]))
 
 
 @pytest.mark.fake
-def test_two_image_builds_from_one_folder_take_turns(tmp_path: Path) -> None:
-    """A second build (another process: a second CI job, a second terminal) waits for the first, and says so,
-    instead of rebuilding the wheelhouse and contexts under it."""
-    first = subprocess.Popen([sys.executable, "-c", HOLD_BUILD, str(tmp_path), "1.5"], stdout=subprocess.PIPE,
-                             text=True)
+def test_two_image_builds_on_one_machine_take_turns(tmp_path: Path) -> None:
+    """A second build (another process: a second CI job, a second terminal, another checkout with its own build
+    folder) waits for the first, and says so, instead of rebuilding the wheelhouse and contexts under it or removing
+    the image the first builds on. The machine's lock is in the run directory (here the test's own, so that a real
+    build beside the test does not hold it)."""
+    env = {**os.environ, "HCI_ENVS_RUN_DIR": str(tmp_path / "run")}
+    first = subprocess.Popen([sys.executable, "-c", HOLD_BUILD, str(tmp_path / "checkout-1"), "1.5"],
+                             stdout=subprocess.PIPE, text=True, env=env)
     assert first.stdout.readline().startswith("building")
-    second = subprocess.run([sys.executable, "-c", HOLD_BUILD, str(tmp_path), "0"], capture_output=True, text=True,
-                            timeout=60)
+    second = subprocess.run([sys.executable, "-c", HOLD_BUILD, str(tmp_path / "checkout-2"), "0"],
+                            capture_output=True, text=True, timeout=60, env=env)
     first_out, _ = first.communicate(timeout=60)
     first_built = float(first_out.split()[-1])
     second_building = float(next(line for line in second.stdout.splitlines() if line.startswith("building")).split()[1])
     assert second_building >= first_built, (first_out, second.stdout)
-    assert f"waiting for another image build from {tmp_path} to finish" in second.stdout + second.stderr
+    assert "waiting for another image build on this machine to finish" in second.stdout + second.stderr
+    assert (tmp_path / "run" / "image-builds.lock").stat().st_mode & 0o777 == 0o600  # agents cannot open it

@@ -216,36 +216,56 @@ def _run(argv: list[str], progress: Progress, every: int = 0) -> None:
         raise ProviderError(f"{' '.join(argv[:3])} ... failed:\n" + "\n".join(tail))
 
 
-# -- one build at a time in BUILD --------------------------------------------------------------------------
+# -- one build at a time on the machine ---------------------------------------------------------------------------
 _Builder = TypeVar("_Builder", bound=Callable[..., Any])
 _building = threading.local()
 
 
+def _lock_file() -> Path:
+    """The machine's image builds' lock: in root's run directory, where agent accounts cannot open it (a lock an
+    agent could hold would stop every build); a user that cannot write there locks their BUILD alone."""
+    from ..sandbox.accounts import run_dir
+
+    directory = run_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        if os.access(directory, os.W_OK):
+            return directory / "image-builds.lock"
+    except OSError:
+        pass
+    return build_dir() / ".lock"
+
+
 @contextlib.contextmanager
-def _one_build_at_a_time(progress: Progress) -> Iterator[None]:
-    """Hold BUILD for a build (its wheelhouse and contexts are rebuilt in place): a second build from the same
-    checkout or cache, in another process (two CI jobs, two users of one account), waits for this one instead of
-    removing the files it reads. A build inside one that holds it (build_all's, build_apps's wheelhouse) goes on."""
+def one_build_at_a_time(progress: Progress = _say) -> Iterator[None]:
+    """Hold the machine's image builds' lock for a build. Two builds at once, from one checkout or two (two CI
+    jobs, two users), would each remove what the other reads: the same BUILD's wheelhouse and contexts, or the
+    image a build replaced (:func:`_remove_replaced`) while the other builds on it, found by its tag a moment
+    before. A second build waits for the first. A build inside one that holds it (build_all's, build_apps's
+    wheelhouse) goes on. Also for a build made outside hci-envs on its images (tests)."""
     if getattr(_building, "held", False):
         yield
         return
-    with open(build_dir() / ".lock", "a") as lock:
+    fd = os.open(_lock_file(), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            progress(f"waiting for another image build from {BUILD} to finish")
-            fcntl.flock(lock, fcntl.LOCK_EX)
+            progress("waiting for another image build on this machine to finish")
+            fcntl.flock(fd, fcntl.LOCK_EX)
         _building.held = True
         try:
             yield
         finally:
             _building.held = False
+    finally:
+        os.close(fd)
 
 
 def _exclusive(builder: _Builder) -> _Builder:
     @functools.wraps(builder)
     def build(*args: Any, **kwargs: Any) -> Any:
-        with _one_build_at_a_time(kwargs.get("progress") or _say):
+        with one_build_at_a_time(kwargs.get("progress") or _say):
             return builder(*args, **kwargs)
 
     return build  # type: ignore[return-value]
@@ -421,7 +441,7 @@ def _remove_replaced(client: Any, replaced: str | None, progress: Progress) -> N
     """Remove the images builds replaced (``replaced``, and those of earlier builds kept in BUILD's list), by id:
     nobody else's, and only while no tag names them. One that a container or another image still uses stays on
     the list until a later build finds it free (an old hci-envs/base, until the old apps image built on it is
-    gone). Called under the build lock (:func:`_one_build_at_a_time`)."""
+    gone). Called under the build lock (:func:`one_build_at_a_time`)."""
     listed = build_dir() / "replaced-images"
     waiting = set(listed.read_text().split()) if listed.exists() else set()
     if replaced:
