@@ -1,0 +1,482 @@
+"""Forking a running desktop with CRIU: the measurements behind docs/fork.md, taken again with one command.
+
+A desktop of the machine's own programs (Xvfb, xterm with bash on a pty, mousepad, an endless animation, and
+chromium with ``--apps ...,chromium``) is started in namespaces of its own: user, pid, mount, network, ipc and
+uts. Inside, uid 0 is an unprivileged host uid of the desktop's, and uid 1000 its agent. Its root is a skeleton
+of mountpoints with the host's /usr and /etc bound read-only, and tmpfs /dev, /tmp and home. The desktop is
+dumped with CRIU, left running, and restored as 1, 4 and 8 copies at once. Each copy has host uids of its own:
+only the uid map in the copy's images is rewritten. Reported, each beside its baseline from the same run:
+
+  * dump time and how long the source was frozen, against a screenshot of it (the floor of "looking at it");
+  * restore of N copies at once, against a fresh start of N such desktops up to their windows (the floor a
+    fork must beat);
+  * memory per copy (PSS of the copy's processes) against the source's;
+  * that each copy's screen equals the source's at the dump (pixels differing, the animation's window masked),
+    that each copy runs as its own uids, and that typing into one copy's xterm writes a file in its home only.
+
+    .venv/bin/python bench/bench_fork.py [--apps xterm,mousepad,animation] [--copies 1,4,8]
+
+Needs root and CRIU 4.1 or later (Debian 12's 3.17 fails on kernels from 6.16). With no such ``criu`` on PATH,
+CRIU is taken from Debian 13: a minimal trixie tree made once with debootstrap under ``--criu-tree``. CRIU runs
+from it through trixie's own loader, so nothing is installed over the host's libraries. Nothing of this is in
+the package: it measures the route before the fork is built (issue "Fork a running desktop").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from common import ROOT, Report, pss_kib
+
+ANIMATE = ROOT / "tests" / "apps" / "animate.py"
+#: Each app: the argv its agent runs (in the desktop, as uid 1000) and the window class that shows it is up.
+APPS = {
+    "xterm": (["xterm", "-geometry", "70x12+0+600"], "XTerm"),
+    "mousepad": (["mousepad"], "Mousepad"),
+    "animation": (["python3", "/bench/animate.py", "240", "120", "16", "1040", "0"], "Tk"),
+    "chromium": (["chromium", "--no-sandbox", "--no-first-run", "--user-data-dir=/home/agent/.chromium",
+                  "--window-position=640,200", "--window-size=640,600", "about:blank"], "chromium"),
+}
+#: The animation's window, left out of the screen comparison: it has moved on by the time anything is compared.
+ANIMATION_BOX = (1040, 0, 1280, 120)
+#: Mousepad opens at the top left, chromium on the right, the xterm at the bottom left where nothing covers it.
+SCREEN = (1280, 800)
+#: Host uids for the desktops of this benchmark (none of hci-envs' accounts): ROOT_BASE+n and AGENT_BASE+n.
+ROOT_BASE, AGENT_BASE = 3_900_000, 3_910_000
+#: Mounts of the desktop that come from outside, named for CRIU (dump: mountpoint, restore: the source).
+EXTERNAL = {"/usr": "_usr", "/etc": "_etc", "/tmp/.X11-unix": "_x11",
+            **{f"/dev/{n}": f"_dev_{n}" for n in ("null", "zero", "random", "urandom", "full", "tty")}}
+
+#: pid 1 of a desktop: builds its root, starts Xvfb and the apps, then re-executes itself as a reaper (so that
+#: its own memory maps nothing of the mounts it left). Its settings come as JSON in argv[1].
+INIT = r'''
+import json, os, subprocess, sys, time
+cfg = json.loads(sys.argv[1])
+os.closerange(3, 65536)  # nothing of the launcher's: criu cannot dump a descriptor from outside
+def sh(*argv):
+    subprocess.run(argv, check=True)
+R = cfg["root"]
+sh("mount", "--bind", R, R)
+for d in ("usr", "etc"):
+    sh("mount", "--bind", "-o", "ro", f"/{d}", f"{R}/{d}")
+sh("mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", f"{R}/dev")
+for node in ("null", "zero", "random", "urandom", "full", "tty"):
+    open(f"{R}/dev/{node}", "w").close()
+    sh("mount", "--bind", f"/dev/{node}", f"{R}/dev/{node}")
+os.mkdir(f"{R}/dev/shm"); os.mkdir(f"{R}/dev/pts")
+sh("mount", "-t", "devpts", "-o", "newinstance,ptmxmode=0666", "devpts", f"{R}/dev/pts")
+os.symlink("pts/ptmx", f"{R}/dev/ptmx")
+sh("mount", "-t", "tmpfs", "tmpfs", f"{R}/dev/shm")
+sh("mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", f"{R}/tmp")
+sh("mount", "-t", "proc", "proc", f"{R}/proc")
+os.mkdir(f"{R}/tmp/.X11-unix")
+sh("mount", "--bind", cfg["x11"], f"{R}/tmp/.X11-unix")
+sh("mount", "-t", "tmpfs", "-o", "mode=0700,uid=1000,gid=1000,size=256m", "tmpfs", f"{R}/home/agent")
+os.chdir(R)
+sh("pivot_root", ".", "old")
+os.chdir("/")
+sh("umount", "-l", "/old")
+fd = os.open("/dev/null", os.O_RDWR)
+for n in (0, 1, 2):
+    os.dup2(fd, n)
+os.close(fd)
+subprocess.Popen(["Xvfb", ":5", "-nolisten", "tcp", "-screen", "0", cfg["screen"]])
+while not os.path.exists("/tmp/.X11-unix/X5"):
+    time.sleep(0.01)
+env = {"HOME": "/home/agent", "DISPLAY": ":5", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "SHELL": "/bin/bash",
+       "NO_AT_BRIDGE": "1", "XDG_RUNTIME_DIR": "/tmp", "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent"}
+for argv in cfg["apps"]:
+    subprocess.Popen(["setpriv", "--reuid", "1000", "--regid", "1000", "--clear-groups", *argv], env=env,
+                     cwd="/home/agent")
+REAPER = "import os, time\nwhile True:\n    try: os.wait()\n    except ChildProcessError: time.sleep(1)\n"
+os.execv("/usr/bin/python3", ["python3", "-c", REAPER])
+'''
+
+#: Runs INIT as pid 1 of new namespaces; root writes the maps (no newuidmap or /etc/subuid). Prints its pid.
+LAUNCH = r'''
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+CLONE = 0x10000000 | 0x00020000 | 0x20000000 | 0x40000000 | 0x08000000 | 0x04000000  # user ns pid net ipc uts
+root_uid, agent_uid, cfg = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+r, w = os.pipe()
+pids = os.pipe()
+child = os.fork()
+if child == 0:
+    if libc.unshare(CLONE) != 0:
+        os._exit(1)
+    os.read(r, 1)
+    os.setgroups([]); os.setgid(0); os.setuid(0)
+    libc.mount(b"none", b"/", None, 0x40000 | 0x4000, None)  # MS_REC | MS_PRIVATE
+    pid1 = os.fork()
+    if pid1 == 0:
+        os.setsid()
+        os.execv("/usr/bin/python3", ["python3", "-c", sys.argv[4], cfg])
+    os.write(pids[1], str(pid1).encode())
+    os._exit(0)
+mine = os.readlink("/proc/self/ns/user")
+while os.readlink(f"/proc/{child}/ns/user") == mine:
+    time.sleep(0.001)
+for kind in ("uid_map", "gid_map"):
+    with open(f"/proc/{child}/{kind}", "w") as f:
+        f.write(f"0 {root_uid} 1\n1000 {agent_uid} 1\n")
+os.write(w, b"x")
+os.waitpid(child, 0)
+print(os.read(pids[0], 32).decode())
+'''
+
+
+# -- CRIU ------------------------------------------------------------------------------------------------------
+def criu_command(tree: Path) -> list[str]:
+    """A CRIU of 4.1 or later: the host's, or Debian 13's from ``tree`` (made with debootstrap the first time)."""
+    host = shutil.which("criu")
+    if host:
+        version = subprocess.run([host, "--version"], capture_output=True, text=True).stdout.split()
+        if len(version) > 1 and tuple(int(p) for p in version[1].split(".")[:2]) >= (4, 1):
+            return [host]
+    if not (tree / "usr/sbin/criu").exists():
+        if not shutil.which("debootstrap"):
+            sys.exit("bench_fork: needs criu 4.1+ on PATH, or debootstrap to fetch Debian 13's "
+                     "(apt install debootstrap)")
+        print(f"fetching Debian 13's CRIU into {tree} (debootstrap, once)", flush=True)
+        subprocess.run(["debootstrap", "--variant=minbase", "--include=criu", "trixie", str(tree),
+                        "http://deb.debian.org/debian"], check=True, stdout=subprocess.DEVNULL)
+    libs = f"{tree}/usr/lib/x86_64-linux-gnu:{tree}/lib/x86_64-linux-gnu"
+    return [f"{tree}/usr/lib64/ld-linux-x86-64.so.2", "--library-path", libs, f"{tree}/usr/sbin/criu"]
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _fields(data: bytes) -> list[tuple[int, int, object]]:
+    """The top-level fields of a protobuf message: (number, wire type, value: int or bytes)."""
+    fields, i = [], 0
+    while i < len(data):
+        key, i = _read_varint(data, i)
+        number, kind = key >> 3, key & 7
+        if kind == 0:
+            value, i = _read_varint(data, i)
+        elif kind == 2:
+            size, i = _read_varint(data, i)
+            value, i = data[i:i + size], i + size
+        else:
+            size = 4 if kind == 5 else 8
+            value, i = data[i:i + size], i + size
+        fields.append((number, kind, value))
+    return fields
+
+
+def _read_varint(data: bytes, i: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, i
+
+
+def _encode(fields: list[tuple[int, int, object]]) -> bytes:
+    out = bytearray()
+    for number, kind, value in fields:
+        out += _varint(number << 3 | kind)
+        if kind == 0:
+            out += _varint(value)  # type: ignore[arg-type]
+        elif kind == 2:
+            out += _varint(len(value)) + value  # type: ignore[arg-type,operator]
+        else:
+            out += value  # type: ignore[operator]
+    return bytes(out)
+
+
+def _rewrite_image(path: Path, edit) -> None:
+    """A CRIU image of one entry (8 bytes of magic, a 4-byte size, the message), its message rewritten."""
+    data = path.read_bytes()
+    (size,) = struct.unpack_from("<I", data, 8)
+    message = edit(_fields(data[12:12 + size]))
+    body = _encode(message)
+    path.unlink()  # a hard link to the source's image: write a file of its own
+    path.write_bytes(data[:8] + struct.pack("<I", len(body)) + body)
+
+
+def give_copy_its_uids(images: Path, root_uid: int, agent_uid: int) -> None:
+    """The copy's user namespace maps its uid 0 and 1000 to host uids of its own (UsernsEntry: uid_map=1,
+    gid_map=2, each extent first=1, lower_first=2, count=3). Its network namespace loses ping_group_range
+    (NetnsEntry.ipv4_sysctl=10): "1 0" names gid 1, which the copy does not map, so the restore could not write
+    it back; the kernel's default is the same, off."""
+    lower = {0: root_uid, 1000: agent_uid}
+
+    def remap(fields):
+        out = []
+        for number, kind, value in fields:
+            extent = dict((n, v) for n, _k, v in _fields(value))
+            out.append((number, kind, _encode([(1, 0, extent[1]), (2, 0, lower[extent[1]]), (3, 0, extent[3])])))
+        return out
+
+    for image in images.glob("userns-*.img"):
+        _rewrite_image(image, remap)
+    for image in images.glob("netns-*.img"):
+        _rewrite_image(image, lambda fields: [f for f in fields if f[0] != 10])
+
+
+def frozen_ms(images: Path) -> float:
+    """How long the dump kept the source frozen (stats-dump: StatsEntry.dump=1, DumpStatsEntry.frozen_time=2, µs)."""
+    data = (images / "stats-dump").read_bytes()
+    (size,) = struct.unpack_from("<I", data, 8)
+    dump = dict((n, v) for n, _k, v in _fields(data[12:12 + size]))[1]
+    return dict((n, v) for n, _k, v in _fields(dump))[2] / 1000  # type: ignore[arg-type]
+
+
+# -- desktops -----------------------------------------------------------------------------------------------------
+class Desktop:
+    """One desktop (the source, a copy or a fresh one): its pid 1 on the host, and a host display alias."""
+
+    def __init__(self, work: Path, n: int, pid1: int) -> None:
+        self.n, self.pid1 = n, pid1
+        self.x11 = work / "x11" / str(n)
+        self.display = f":{600 + n}"
+        alias = Path(f"/tmp/.X11-unix/X{600 + n}")
+        alias.unlink(missing_ok=True)
+        alias.symlink_to(self.x11 / "X5")
+
+    def pids(self) -> list[int]:
+        ns = os.readlink(f"/proc/{self.pid1}/ns/pid")
+        found = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    if os.readlink(entry / "ns/pid") == ns:
+                        found.append(int(entry.name))
+                except OSError:
+                    pass
+        return found
+
+    def uids(self) -> set[int]:
+        return {Path(f"/proc/{p}").stat().st_uid for p in self.pids() if Path(f"/proc/{p}").exists()}
+
+    def pss_mib(self) -> float:
+        return sum(pss_kib(p) for p in self.pids()) / 1024
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "DISPLAY": self.display}
+
+    def missing_windows(self, classes: list[str]) -> list[str]:
+        return [c for c in classes if subprocess.run(["xdotool", "search", "--onlyvisible", "--class", c],
+                                                     env=self.env(), capture_output=True).returncode != 0]
+
+    def screen(self) -> bytes:
+        import mss
+
+        with mss.MSS(display=self.display) as grab:
+            return grab.grab(grab.monitors[0]).rgb
+
+    def home(self) -> Path:
+        return Path(f"/proc/{self.pid1}/root/home/agent")
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid1, signal.SIGKILL)  # pid 1 of its namespace: the kernel ends every process in it
+        except ProcessLookupError:
+            pass
+
+
+def start(work: Path, n: int, apps: list[str]) -> Desktop:
+    x11 = work / "x11" / str(n)
+    x11.mkdir(parents=True)
+    x11.chmod(0o1777)
+    cfg = json.dumps({"root": str(work / "root"), "x11": str(x11), "screen": f"{SCREEN[0]}x{SCREEN[1]}x24",
+                      "apps": [APPS[a][0] for a in apps]})
+    out = subprocess.run([sys.executable, "-c", LAUNCH, str(ROOT_BASE + n), str(AGENT_BASE + n), cfg, INIT],
+                         capture_output=True, text=True, check=True).stdout
+    return Desktop(work, n, int(out))
+
+
+def wait_up(desktop: Desktop, apps: list[str], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while missing := desktop.missing_windows([APPS[a][1] for a in apps]):
+        if time.monotonic() > deadline:
+            sys.exit(f"bench_fork: desktop {desktop.n} showed no window of {', '.join(missing)} within {timeout:.0f}s"
+                     f" (processes: {sorted(desktop.pids())})")
+        time.sleep(0.05)
+
+
+def make_root(work: Path) -> None:
+    """The skeleton every desktop and copy pivots into (CRIU's --root): mountpoints, and the animation."""
+    root = work / "root"
+    for d in ("usr", "etc", "proc", "dev", "tmp", "home/agent", "old", "bench"):
+        (root / d).mkdir(parents=True)
+    for link in ("bin", "sbin", "lib", "lib64"):
+        (root / link).symlink_to(f"usr/{link}")
+    shutil.copy(ANIMATE, root / "bench" / "animate.py")
+    (root / "bench" / "animate.py").chmod(0o644)
+    os.chmod(work, 0o755)
+
+
+def dump(criu: list[str], source: Desktop, images: Path) -> float:
+    images.mkdir(parents=True)
+    external = [f"--external=mnt[{m}]:{k}" for m, k in EXTERNAL.items()]
+    started = time.perf_counter()
+    done = subprocess.run([*criu, "dump", "-t", str(source.pid1), "-D", str(images), "--leave-running",
+                           "--network-lock", "skip", *external, "-o", "dump.log"], capture_output=True, text=True)
+    elapsed = (time.perf_counter() - started) * 1000
+    if done.returncode:
+        sys.exit(f"bench_fork: criu dump failed; its log: {images / 'dump.log'}\n{_errors(images / 'dump.log')}")
+    return elapsed
+
+
+def restore(criu: list[str], work: Path, images: Path, n: int) -> Desktop:
+    mine = work / f"copy-{n}"
+    mine.mkdir()
+    for image in images.iterdir():
+        os.link(image, mine / image.name)
+    give_copy_its_uids(mine, ROOT_BASE + n, AGENT_BASE + n)
+    x11 = work / "x11" / str(n)
+    x11.mkdir(parents=True)
+    x11.chmod(0o1777)
+    sources = {k: (str(x11) if m == "/tmp/.X11-unix" else m) for m, k in EXTERNAL.items()}
+    external = [f"--external=mnt[{k}]:{path}" for k, path in sources.items()]
+    done = subprocess.run([*criu, "restore", "-D", str(mine), "-W", str(mine), "--restore-detached",
+                           "--pidfile", str(mine / "pid"), "--root", str(work / "root"), *external,
+                           "-o", "restore.log"], capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"bench_fork: criu restore failed; its log: {mine / 'restore.log'}\n{_errors(mine / 'restore.log')}")
+    return Desktop(work, n, int((mine / "pid").read_text()))
+
+
+def _add(report: Report, key: str, samples: list[float], **extra: object) -> None:
+    report.add(key, samples, **extra)
+    for name, value in extra.items():
+        print(f"      {name}: {value}", flush=True)
+
+
+def _errors(log: Path) -> str:
+    return "\n".join(line for line in log.read_text().splitlines() if "Error" in line and "RLIMIT_NOFILE" not in line)
+
+
+def differing_pixels(a: bytes, b: bytes) -> int:
+    """Pixels that differ between two screens, the animation's box left out."""
+    width = SCREEN[0]
+    left, top, right, bottom = ANIMATION_BOX
+    count = 0
+    for y in range(SCREEN[1]):
+        row = slice(y * width * 3, (y + 1) * width * 3)
+        if a[row] == b[row]:
+            continue
+        for x in range(width):
+            if top <= y < bottom and left <= x < right:
+                continue
+            i = (y * width + x) * 3
+            if a[i:i + 3] != b[i:i + 3]:
+                count += 1
+    return count
+
+
+def type_into(desktop: Desktop, text: str) -> None:
+    """Type into the xterm (at the screen's bottom left) through XTEST: with no window manager the focus follows
+    the pointer, and xterm ignores synthetic events sent to a window."""
+    env = desktop.env()
+    subprocess.run(["xdotool", "mousemove", "40", "640"], env=env, check=True)
+    subprocess.run(["xdotool", "type", text], env=env, check=True)
+    subprocess.run(["xdotool", "key", "Return"], env=env, check=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--apps", default="xterm,mousepad,animation")
+    parser.add_argument("--copies", default="1,4,8")
+    parser.add_argument("--criu-tree", type=Path, default=Path("/var/cache/hci-envs/criu-trixie"))
+    args = parser.parse_args()
+    apps = args.apps.split(",")
+    if os.geteuid() != 0:
+        sys.exit("bench_fork: needs root (namespaces with host uid maps, and CRIU)")
+    if "xterm" not in apps:
+        sys.exit("bench_fork: --apps must include xterm (the divergence check types into it)")
+    criu = criu_command(args.criu_tree)
+    report = Report("fork")
+    work = Path(tempfile.mkdtemp(prefix="hci-envs-bench-fork-"))
+    desktops: list[Desktop] = []
+    try:
+        make_root(work)
+        source = start(work, 0, apps)
+        desktops.append(source)
+        wait_up(source, apps)
+        time.sleep(2)  # the apps' first paint and font caches done before anything is timed
+        report.add("screenshot of the source (floor)", [_timed(source.screen) for _ in range(5)])
+        before = source.screen()
+        images = work / "images"
+        dumped = [dump(criu, source, images)]
+        _add(report, "dump, source left running", dumped, frozen_ms=round(frozen_ms(images), 1),
+                   image_mib=round(sum(f.stat().st_size for f in images.iterdir()) / 2**20, 1))
+        source_pss = source.pss_mib()
+        counts = [int(c) for c in args.copies.split(",")]
+        all_copies: list[Desktop] = []
+        first = 1
+        for count in counts:
+            numbers = list(range(first, first + count))
+            started = time.perf_counter()
+            with ThreadPoolExecutor(count) as pool:
+                copies = list(pool.map(lambda n: restore(criu, work, images, n), numbers))
+            restored = (time.perf_counter() - started) * 1000
+            desktops += copies
+            all_copies += copies
+            fresh_numbers = list(range(first + count, first + 2 * count))
+            started = time.perf_counter()
+            with ThreadPoolExecutor(count) as pool:
+                fresh = list(pool.map(lambda n: start(work, n, apps), fresh_numbers))
+                list(pool.map(lambda d: wait_up(d, apps), fresh))
+            started_fresh = (time.perf_counter() - started) * 1000
+            desktops += fresh
+            first += 2 * count
+            wrong_uids = [c.n for c in copies if c.uids() != {ROOT_BASE + c.n, AGENT_BASE + c.n}]
+            differing = max(differing_pixels(before, c.screen()) for c in copies)
+            _add(report, f"restore {count} copies at once", [restored], fresh_start_ms=round(started_fresh),
+                       ratio_to_fresh=round(restored / started_fresh, 2), pixels_differing_max=differing,
+                       copies_with_wrong_uids=wrong_uids,
+                       pss_mib_per_copy=round(sum(c.pss_mib() for c in copies) / count, 1),
+                       pss_mib_source=round(source_pss, 1))
+            for d in fresh:
+                d.kill()
+        copy = all_copies[0]
+        type_into(copy, "echo copy > ~/typed")
+        type_into(source, "echo source > ~/typed")
+        time.sleep(1)
+        report.value("typed", {
+            "copy": [(copy.home() / "typed").read_text().strip(), (copy.home() / "typed").stat().st_uid],
+            "source": [(source.home() / "typed").read_text().strip(), (source.home() / "typed").stat().st_uid],
+            "other copies untouched": all(not (d.home() / "typed").exists() for d in all_copies[1:]),
+        })
+        report.notes.update(apps=apps, criu=" ".join(criu[-1:]), command=" ".join(sys.argv))
+    finally:
+        for d in desktops:
+            d.kill()
+            Path(f"/tmp/.X11-unix/X{600 + d.n}").unlink(missing_ok=True)
+        time.sleep(0.5)
+        shutil.rmtree(work, ignore_errors=True)
+    report.save()
+
+
+def _timed(fn) -> float:
+    started = time.perf_counter()
+    fn()
+    return (time.perf_counter() - started) * 1000
+
+
+if __name__ == "__main__":
+    main()
