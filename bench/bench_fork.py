@@ -61,7 +61,7 @@ EXTERNAL = {"/usr": "_usr", "/etc": "_etc", "/tmp/.X11-unix": "_x11",
 #: pid 1 of a desktop: builds its root, starts Xvfb and the apps, then re-executes itself as a reaper (so that
 #: its own memory maps nothing of the mounts it left). Its settings come as JSON in argv[1].
 INIT = r'''
-import json, os, subprocess, sys, time
+import json, os, socket, subprocess, sys, time
 cfg = json.loads(sys.argv[1])
 os.closerange(3, 65536)  # nothing of the launcher's: criu cannot dump a descriptor from outside
 def sh(*argv):
@@ -92,8 +92,13 @@ for n in (0, 1, 2):
     os.dup2(fd, n)
 os.close(fd)
 subprocess.Popen(["Xvfb", ":5", "-nolisten", "tcp", "-screen", "0", cfg["screen"]])
-while not os.path.exists("/tmp/.X11-unix/X5"):
-    time.sleep(0.01)
+while True:  # its socket's file shows before it listens: a client that comes then is refused and exits
+    try:
+        with socket.socket(socket.AF_UNIX) as probe:
+            probe.connect("/tmp/.X11-unix/X5")
+        break
+    except OSError:
+        time.sleep(0.01)
 env = {"HOME": "/home/agent", "DISPLAY": ":5", "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "SHELL": "/bin/bash",
        "NO_AT_BRIDGE": "1", "XDG_RUNTIME_DIR": "/tmp", "DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent"}
 for argv in cfg["apps"]:
@@ -414,6 +419,35 @@ def read_when_there(path: Path, timeout: float = 30) -> tuple[str, int]:
     return (path.read_text().strip(), path.stat().st_uid)
 
 
+def fork_round(criu: list[str], work: Path, images: Path, source: Desktop, before: bytes, apps: list[str],
+               count: int, first: int, report: Report, desktops: list[Desktop]) -> list[Desktop]:
+    """Restore ``count`` copies at once (numbered from ``first``), then start as many fresh desktops at once as
+    the baseline, and report both with what the copies show; returns the copies (the fresh ones are ended)."""
+    started = time.perf_counter()
+    with ThreadPoolExecutor(count) as pool:
+        copies = list(pool.map(lambda n: restore(criu, work, images, n), range(first, first + count)))
+    restored = (time.perf_counter() - started) * 1000
+    desktops += copies
+    started = time.perf_counter()
+    with ThreadPoolExecutor(count) as pool:
+        fresh = list(pool.map(lambda n: start(work, n, apps), range(first + count, first + 2 * count)))
+        desktops += fresh
+        list(pool.map(lambda d: wait_up(d, apps), fresh))
+    started_fresh = (time.perf_counter() - started) * 1000
+    classes = [APPS[a][1] for a in apps]
+    _add(report, f"restore {count} copies at once", [restored], fresh_start_ms=round(started_fresh),
+         ratio_to_fresh=round(restored / started_fresh, 2),
+         pixels_differing_max=max(differing_pixels(before, c.screen()) for c in copies),
+         copies_with_wrong_uids=[c.n for c in copies if c.uids() != {ROOT_BASE + c.n, AGENT_BASE + c.n}],
+         copies_missing_a_process_or_window=[c.n for c in copies if c.missing_windows(classes)
+                                             or len(c.pids()) != len(source.pids())],
+         pss_mib_per_copy=round(sum(c.pss_mib() for c in copies) / count, 1),
+         pss_mib_source=round(source.pss_mib(), 1))
+    for d in fresh:
+        d.kill()
+    return copies
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--apps", default="xterm,mousepad,animation")
@@ -440,47 +474,20 @@ def main() -> None:
         images = work / "images"
         dumped = [dump(criu, source, images)]
         _add(report, "dump, source left running", dumped, frozen_ms=round(frozen_ms(images), 1),
-                   image_mib=round(sum(f.stat().st_size for f in images.iterdir()) / 2**20, 1))
-        source_pss = source.pss_mib()
-        counts = [int(c) for c in args.copies.split(",")]
-        all_copies: list[Desktop] = []
+             image_mib=round(sum(f.stat().st_size for f in images.iterdir()) / 2**20, 1))
+        copies: list[Desktop] = []
         first = 1
-        for count in counts:
-            numbers = list(range(first, first + count))
-            started = time.perf_counter()
-            with ThreadPoolExecutor(count) as pool:
-                copies = list(pool.map(lambda n: restore(criu, work, images, n), numbers))
-            restored = (time.perf_counter() - started) * 1000
-            desktops += copies
-            all_copies += copies
-            fresh_numbers = list(range(first + count, first + 2 * count))
-            started = time.perf_counter()
-            with ThreadPoolExecutor(count) as pool:
-                fresh = list(pool.map(lambda n: start(work, n, apps), fresh_numbers))
-                list(pool.map(lambda d: wait_up(d, apps), fresh))
-            started_fresh = (time.perf_counter() - started) * 1000
-            desktops += fresh
+        for count in (int(c) for c in args.copies.split(",")):
+            copies += fork_round(criu, work, images, source, before, apps, count, first, report, desktops)
             first += 2 * count
-            wrong_uids = [c.n for c in copies if c.uids() != {ROOT_BASE + c.n, AGENT_BASE + c.n}]
-            differing = max(differing_pixels(before, c.screen()) for c in copies)
-            classes = [APPS[a][1] for a in apps]
-            without_windows = [c.n for c in copies if c.missing_windows(classes) or len(c.pids()) != len(source.pids())]
-            _add(report, f"restore {count} copies at once", [restored], fresh_start_ms=round(started_fresh),
-                       ratio_to_fresh=round(restored / started_fresh, 2), pixels_differing_max=differing,
-                       copies_with_wrong_uids=wrong_uids, copies_missing_a_process_or_window=without_windows,
-                       pss_mib_per_copy=round(sum(c.pss_mib() for c in copies) / count, 1),
-                       pss_mib_source=round(source_pss, 1))
-            for d in fresh:
-                d.kill()
-        copy = all_copies[0]
-        type_into(copy, "echo copy > ~/typed")
+        type_into(copies[0], "echo copy > ~/typed")
         type_into(source, "echo source > ~/typed")
         report.value("typed", {
-            "copy": read_when_there(copy.home() / "typed"),
+            "copy": read_when_there(copies[0].home() / "typed"),
             "source": read_when_there(source.home() / "typed"),
-            "other copies untouched": all(not (d.home() / "typed").exists() for d in all_copies[1:]),
+            "other copies untouched": all(not (d.home() / "typed").exists() for d in copies[1:]),
         })
-        report.notes.update(apps=apps, criu=" ".join(criu[-1:]), command=" ".join(sys.argv))
+        report.notes.update(apps=apps, criu=criu[-1], command=" ".join(sys.argv))
     finally:
         for d in desktops:
             d.kill()
