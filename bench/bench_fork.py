@@ -12,9 +12,10 @@ only the uid map in the copy's images is rewritten. Reported, each beside its ba
     fork must beat);
   * memory per copy (PSS of the copy's processes) against the source's;
   * that each copy's screen equals the source's at the dump (pixels differing, the animation's window masked),
-    that each copy runs as its own uids, and that typing into one copy's xterm writes a file in its home only.
+    that each copy runs as its own uids, and that typing into one copy's xterm writes a file in its home only;
+  * with ``--ksm SECONDS``: the copies restored mergeable by KSM, their memory after that long, and ksmd's CPU.
 
-    .venv/bin/python bench/bench_fork.py [--apps xterm,mousepad,animation] [--copies 1,4,8]
+    .venv/bin/python bench/bench_fork.py [--apps xterm,mousepad,animation] [--copies 1,4,8] [--ksm 10]
 
 Needs root and CRIU 4.1 or later (Debian 12's 3.17 fails on kernels from 6.16). With no such ``criu`` on PATH,
 CRIU is taken from Debian 13: a minimal trixie tree made once with debootstrap under ``--criu-tree``. CRIU runs
@@ -349,7 +350,16 @@ def dump(criu: list[str], source: Desktop, images: Path) -> float:
     return elapsed
 
 
-def restore(criu: list[str], work: Path, images: Path, n: int) -> Desktop:
+def _mergeable() -> None:
+    """In the restoring CRIU (before its exec): every process it restores may have its pages merged by KSM
+    (PR_SET_MEMORY_MERGE, inherited across fork and exec)."""
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(67, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_MEMORY_MERGE)")
+
+
+def restore(criu: list[str], work: Path, images: Path, n: int, ksm: bool = False) -> Desktop:
     mine = work / f"copy-{n}"
     mine.mkdir()
     for image in images.iterdir():
@@ -362,7 +372,8 @@ def restore(criu: list[str], work: Path, images: Path, n: int) -> Desktop:
     external = [f"--external=mnt[{k}]:{path}" for k, path in sources.items()]
     done = subprocess.run([*criu, "restore", "-D", str(mine), "-W", str(mine), "--restore-detached", "--file-locks",
                            "--pidfile", str(mine / "pid"), "--root", str(work / "root"), *external,
-                           "-o", "restore.log"], capture_output=True, text=True)
+                           "-o", "restore.log"], capture_output=True, text=True,
+                          preexec_fn=_mergeable if ksm else None)
     if done.returncode:
         sys.exit(f"bench_fork: criu restore failed; its log: {mine / 'restore.log'}\n{_errors(mine / 'restore.log')}")
     return Desktop(work, n, int((mine / "pid").read_text()))
@@ -420,12 +431,12 @@ def read_when_there(path: Path, timeout: float = 30) -> tuple[str, int]:
 
 
 def fork_round(criu: list[str], work: Path, images: Path, source: Desktop, before: bytes, apps: list[str],
-               count: int, first: int, report: Report, desktops: list[Desktop]) -> list[Desktop]:
+               count: int, first: int, report: Report, desktops: list[Desktop], ksm: float) -> list[Desktop]:
     """Restore ``count`` copies at once (numbered from ``first``), then start as many fresh desktops at once as
     the baseline, and report both with what the copies show; returns the copies (the fresh ones are ended)."""
     started = time.perf_counter()
     with ThreadPoolExecutor(count) as pool:
-        copies = list(pool.map(lambda n: restore(criu, work, images, n), range(first, first + count)))
+        copies = list(pool.map(lambda n: restore(criu, work, images, n, ksm > 0), range(first, first + count)))
     restored = (time.perf_counter() - started) * 1000
     desktops += copies
     started = time.perf_counter()
@@ -445,7 +456,27 @@ def fork_round(criu: list[str], work: Path, images: Path, source: Desktop, befor
          pss_mib_source=round(source.pss_mib(), 1))
     for d in fresh:
         d.kill()
+    if ksm:
+        merged = ksm_settled(ksm)
+        report.value(f"{count} copies after {ksm:.0f} s of KSM",
+                     {"pss_mib_per_copy": round(sum(c.pss_mib() for c in copies) / count, 1), **merged})
     return copies
+
+
+KSM = Path("/sys/kernel/mm/ksm")
+
+
+def ksm_settled(seconds: float) -> dict[str, float]:
+    """Let ksmd merge for ``seconds``; what it shares and the CPU it took (its thread's utime+stime)."""
+    def ksmd_cpu() -> float:
+        pid = subprocess.run(["pgrep", "-x", "ksmd"], capture_output=True, text=True).stdout.split()[0]
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    cpu = ksmd_cpu()
+    time.sleep(seconds)
+    return {"ksm_shared_mib": round(int((KSM / "pages_sharing").read_text()) * 4 / 1024, 1),
+            "ksmd_cpu_s": round(ksmd_cpu() - cpu, 2)}
 
 
 def main() -> None:
@@ -453,6 +484,9 @@ def main() -> None:
     parser.add_argument("--apps", default="xterm,mousepad,animation")
     parser.add_argument("--copies", default="1,4,8")
     parser.add_argument("--criu-tree", type=Path, default=Path("/var/cache/hci-envs/criu-trixie"))
+    parser.add_argument("--ksm", type=float, default=0, metavar="SECONDS",
+                        help="restore the copies mergeable by KSM (turned on and sped up for the run) and report "
+                             "their memory after SECONDS of merging")
     args = parser.parse_args()
     apps = args.apps.split(",")
     if os.geteuid() != 0:
@@ -463,6 +497,12 @@ def main() -> None:
     report = Report("fork")
     work = Path(tempfile.mkdtemp(prefix="hci-envs-bench-fork-"))
     desktops: list[Desktop] = []
+    #: ksmd on, and scanning fast enough to be seen in seconds (its defaults, 100 pages every 20 ms, take minutes)
+    ksm_settings = {"run": "1", "pages_to_scan": "5000", "sleep_millisecs": "10"}
+    ksm_was = {name: (KSM / name).read_text().strip() for name in ksm_settings}
+    if args.ksm:
+        for name, value in ksm_settings.items():
+            (KSM / name).write_text(value)
     try:
         make_root(work)
         source = start(work, 0, apps)
@@ -478,7 +518,8 @@ def main() -> None:
         copies: list[Desktop] = []
         first = 1
         for count in (int(c) for c in args.copies.split(",")):
-            copies += fork_round(criu, work, images, source, before, apps, count, first, report, desktops)
+            copies += fork_round(criu, work, images, source, before, apps, count, first, report, desktops,
+                                 args.ksm)
             first += 2 * count
         type_into(copies[0], "echo copy > ~/typed")
         type_into(source, "echo source > ~/typed")
@@ -494,6 +535,8 @@ def main() -> None:
             Path(f"/tmp/.X11-unix/X{600 + d.n}").unlink(missing_ok=True)
         time.sleep(0.5)
         shutil.rmtree(work, ignore_errors=True)
+        for name, value in ksm_was.items():
+            (KSM / name).write_text(value)
     report.save()
 
 
