@@ -38,7 +38,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from common import ROOT, Report, pss_kib
+from common import ROOT, Report, measure, pss_kib
+from helpers import wait_until
 
 ANIMATE = ROOT / "tests" / "apps" / "animate.py"
 #: Each app: the argv its agent runs (in the desktop, as uid 1000) and the window class that shows it is up.
@@ -212,12 +213,20 @@ def _encode(fields: list[tuple[int, int, object]]) -> bytes:
     return bytes(out)
 
 
-def _rewrite_image(path: Path, edit) -> None:
-    """A CRIU image of one entry (8 bytes of magic, a 4-byte size, the message), its message rewritten."""
-    data = path.read_bytes()
+def _message(data: bytes) -> bytes:
+    """The message of a CRIU image of one entry: 8 bytes of magic, a 4-byte size, the message."""
     (size,) = struct.unpack_from("<I", data, 8)
-    message = edit(_fields(data[12:12 + size]))
-    body = _encode(message)
+    return data[12:12 + size]
+
+
+def _by_number(message: bytes) -> dict[int, object]:
+    return {number: value for number, _kind, value in _fields(message)}
+
+
+def _rewrite_image(path: Path, edit) -> None:
+    """A CRIU image of one entry, its message's fields rewritten by ``edit``."""
+    data = path.read_bytes()
+    body = _encode(edit(_fields(_message(data))))
     path.unlink()  # a hard link to the source's image: write a file of its own
     path.write_bytes(data[:8] + struct.pack("<I", len(body)) + body)
 
@@ -232,7 +241,7 @@ def give_copy_its_uids(images: Path, root_uid: int, agent_uid: int) -> None:
     def remap(fields):
         out = []
         for number, kind, value in fields:
-            extent = dict((n, v) for n, _k, v in _fields(value))
+            extent = _by_number(value)  # type: ignore[arg-type]
             out.append((number, kind, _encode([(1, 0, extent[1]), (2, 0, lower[extent[1]]), (3, 0, extent[3])])))
         return out
 
@@ -244,10 +253,8 @@ def give_copy_its_uids(images: Path, root_uid: int, agent_uid: int) -> None:
 
 def frozen_ms(images: Path) -> float:
     """How long the dump kept the source frozen (stats-dump: StatsEntry.dump=1, DumpStatsEntry.frozen_time=2, µs)."""
-    data = (images / "stats-dump").read_bytes()
-    (size,) = struct.unpack_from("<I", data, 8)
-    dump = dict((n, v) for n, _k, v in _fields(data[12:12 + size]))[1]
-    return dict((n, v) for n, _k, v in _fields(dump))[2] / 1000  # type: ignore[arg-type]
+    dump = _by_number(_message((images / "stats-dump").read_bytes()))[1]
+    return _by_number(dump)[2] / 1000  # type: ignore[arg-type,operator]
 
 
 # -- desktops -----------------------------------------------------------------------------------------------------
@@ -256,11 +263,10 @@ class Desktop:
 
     def __init__(self, work: Path, n: int, pid1: int) -> None:
         self.n, self.pid1 = n, pid1
-        self.x11 = work / "x11" / str(n)
         self.display = f":{600 + n}"
         alias = Path(f"/tmp/.X11-unix/X{600 + n}")
         alias.unlink(missing_ok=True)
-        alias.symlink_to(self.x11 / "X5")
+        alias.symlink_to(work / "x11" / str(n) / "X5")
 
     def pids(self) -> list[int]:
         ns = os.readlink(f"/proc/{self.pid1}/ns/pid")
@@ -303,10 +309,16 @@ class Desktop:
             pass
 
 
-def start(work: Path, n: int, apps: list[str]) -> Desktop:
+def socket_folder(work: Path, n: int) -> Path:
+    """Desktop ``n``'s display socket folder on the host, bound onto its /tmp/.X11-unix."""
     x11 = work / "x11" / str(n)
     x11.mkdir(parents=True)
     x11.chmod(0o1777)
+    return x11
+
+
+def start(work: Path, n: int, apps: list[str]) -> Desktop:
+    x11 = socket_folder(work, n)
     cfg = json.dumps({"root": str(work / "root"), "x11": str(x11), "screen": f"{SCREEN[0]}x{SCREEN[1]}x24",
                       "apps": [APPS[a][0] for a in apps]})
     out = subprocess.run([sys.executable, "-c", LAUNCH, str(ROOT_BASE + n), str(AGENT_BASE + n), cfg, INIT],
@@ -315,12 +327,10 @@ def start(work: Path, n: int, apps: list[str]) -> Desktop:
 
 
 def wait_up(desktop: Desktop, apps: list[str], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while missing := desktop.missing_windows([APPS[a][1] for a in apps]):
-        if time.monotonic() > deadline:
-            sys.exit(f"bench_fork: desktop {desktop.n} showed no window of {', '.join(missing)} within {timeout:.0f}s"
-                     f" (processes: {sorted(desktop.pids())})")
-        time.sleep(0.05)
+    classes = [APPS[a][1] for a in apps]
+    if not wait_until(lambda: not desktop.missing_windows(classes), timeout):
+        sys.exit(f"bench_fork: desktop {desktop.n} showed no window of {', '.join(desktop.missing_windows(classes))}"
+                 f" within {timeout:.0f}s (processes: {sorted(desktop.pids())})")
 
 
 def make_root(work: Path) -> None:
@@ -365,9 +375,7 @@ def restore(criu: list[str], work: Path, images: Path, n: int, ksm: bool = False
     for image in images.iterdir():
         os.link(image, mine / image.name)
     give_copy_its_uids(mine, ROOT_BASE + n, AGENT_BASE + n)
-    x11 = work / "x11" / str(n)
-    x11.mkdir(parents=True)
-    x11.chmod(0o1777)
+    x11 = socket_folder(work, n)
     sources = {k: (str(x11) if m == "/tmp/.X11-unix" else m) for m, k in EXTERNAL.items()}
     external = [f"--external=mnt[{k}]:{path}" for k, path in sources.items()]
     done = subprocess.run([*criu, "restore", "-D", str(mine), "-W", str(mine), "--restore-detached", "--file-locks",
@@ -391,20 +399,13 @@ def _errors(log: Path) -> str:
 
 def differing_pixels(a: bytes, b: bytes) -> int:
     """Pixels that differ between two screens, the animation's box left out."""
-    width = SCREEN[0]
+    import numpy as np
+
+    shape = (SCREEN[1], SCREEN[0], 3)
+    differs = (np.frombuffer(a, np.uint8).reshape(shape) != np.frombuffer(b, np.uint8).reshape(shape)).any(axis=2)
     left, top, right, bottom = ANIMATION_BOX
-    count = 0
-    for y in range(SCREEN[1]):
-        row = slice(y * width * 3, (y + 1) * width * 3)
-        if a[row] == b[row]:
-            continue
-        for x in range(width):
-            if top <= y < bottom and left <= x < right:
-                continue
-            i = (y * width + x) * 3
-            if a[i:i + 3] != b[i:i + 3]:
-                count += 1
-    return count
+    differs[top:bottom, left:right] = False
+    return int(differs.sum())
 
 
 def type_into(desktop: Desktop, text: str) -> None:
@@ -421,11 +422,8 @@ def type_into(desktop: Desktop, text: str) -> None:
 
 
 def read_when_there(path: Path, timeout: float = 30) -> tuple[str, int]:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if time.monotonic() > deadline:
-            return ("(nothing written)", -1)
-        time.sleep(0.1)
+    if not wait_until(path.exists, timeout):
+        return ("(nothing written)", -1)
     time.sleep(0.2)  # the shell's write done
     return (path.read_text().strip(), path.stat().st_uid)
 
@@ -509,7 +507,7 @@ def main() -> None:
         desktops.append(source)
         wait_up(source, apps)
         time.sleep(2)  # the apps' first paint and font caches done before anything is timed
-        report.add("screenshot of the source (floor)", [_timed(source.screen) for _ in range(5)])
+        report.add("screenshot of the source (floor)", measure(source.screen, 5, warmup=1))
         before = source.screen()
         images = work / "images"
         dumped = [dump(criu, source, images)]
@@ -538,12 +536,6 @@ def main() -> None:
         for name, value in ksm_was.items():
             (KSM / name).write_text(value)
     report.save()
-
-
-def _timed(fn) -> float:
-    started = time.perf_counter()
-    fn()
-    return (time.perf_counter() - started) * 1000
 
 
 if __name__ == "__main__":
