@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 
@@ -26,7 +27,7 @@ def on_screen(root: Any) -> bool:
     return bool(root.winfo_viewable())
 
 
-def save_every(root: Any, save: Any, ms: int = 150) -> None:
+def save_every(root: Any, save: Callable[[], None], ms: int = 150) -> None:
     """Write the app's state shortly after start and every ``ms`` from then on: the window's places as they are
     now (the window manager may move it), also while nobody acts."""
     def tick() -> None:
