@@ -150,6 +150,13 @@ class DesktopLostError(DesktopError):
     code = "DESKTOP_LOST"
 
 
+class ForkError(DesktopError):
+    """A desktop could not be forked, and nothing of the fork was left behind: ``reason`` says which part
+    refused (``unavailable`` on this machine or for this desktop, ``dump failed``, ``restore failed``)."""
+
+    code = "FORK_FAILED"
+
+
 class MissingDependencyError(DesktopError, ImportError):
     code = "MISSING_DEPENDENCY"
 
@@ -336,6 +343,7 @@ WIRE: dict[str, WireForm] = {
     "DESKTOP_DIED": WireForm(503, "EXECUTION_ERROR", "execution_error"),
     "DESKTOP_LOST": WireForm(503, "EXECUTION_ERROR", "execution_error"),
     "DISPLAY_START_FAILED": WireForm(503, "EXECUTION_ERROR", "execution_error"),
+    "FORK_FAILED": WireForm(409, "EXECUTION_ERROR", "execution_error"),
     "STATE_ERROR": WireForm(409, "EXECUTION_ERROR", "execution_error"),
     # its own code on OpenEnv's WebSocket too, where a client sees only the code and the message
     "NOT_RESET": WireForm(409, "NOT_RESET", "execution_error"),

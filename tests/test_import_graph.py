@@ -2,7 +2,7 @@
 goes down a floor or stays on its own, none goes round a circle, and the old module paths still import.
 
 Floors, lowest first (README "The map of the repository"):
-ground (errors, protocol, deadline, plugins, actions) < sandbox < desktop < tools, vnc, adapters < tasks <
+ground (errors, protocol, deadline, plugins, actions) < sandbox < desktop, fork < tools, vnc, adapters < tasks <
 env < server < providers, ops < the faces (client, trl, cluster) < traits, recorders (the repository's own
 top-level folders, which only the entry points reach).
 """
@@ -24,7 +24,7 @@ PACKAGES = {"hci_envs": ROOT / "hci_envs", "hci_envs.traits": ROOT / "traits", "
 FLOORS: list[tuple[str, ...]] = [
     ("hci_envs", "hci_envs.errors", "hci_envs.protocol", "hci_envs.deadline", "hci_envs.plugins", "hci_envs.actions"),
     ("hci_envs.sandbox",),
-    ("hci_envs.desktop",),
+    ("hci_envs.desktop", "hci_envs.fork"),
     ("hci_envs.tools", "hci_envs.vnc", "hci_envs.adapters"),
     ("hci_envs.tasks",),
     ("hci_envs.env",),

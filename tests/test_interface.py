@@ -14,6 +14,7 @@ from hci_envs.desktop.fake import FakeDesktop, FakeEvents, FakeInput, FakeScreen
 from hci_envs.desktop.interface import EventSource, InputDevice, ScreenSource, VirtualDesktop
 from hci_envs.desktop.screen import Screen
 from hci_envs.desktop.xinput import Input
+from hci_envs.fork.forkable import ForkableDesktop
 
 pytestmark = pytest.mark.fake
 
@@ -25,7 +26,7 @@ def members(protocol: type) -> set[str]:
 
 
 @pytest.mark.parametrize("protocol, implementations", [
-    (VirtualDesktop, [Desktop, FakeDesktop]),
+    (VirtualDesktop, [Desktop, FakeDesktop, ForkableDesktop]),
     (ScreenSource, [Screen, FakeScreen]),
     (InputDevice, [Input, FakeInput]),
     (EventSource, [DesktopEvents, FakeEvents]),

@@ -71,6 +71,14 @@ class AppLauncher:
         self._logs += 1
         return self._runtime / f"{self._logs}-{name.replace('/', '_')}.log"
 
+    def spawn_logged(self, name: str, argv: list[str], **kwargs: object) -> tuple[subprocess.Popen[bytes], Path]:
+        """Start a program on the agent's side with its output in a new log file (:meth:`log_file`); the
+        process and where its output goes."""
+        log_path = self.log_file(f"app-{name}")
+        with open(log_path, "wb") as log_file:
+            return self.spawn_agent(name, argv, stdout=log_file.fileno(), stderr=log_file.fileno(),
+                                    **kwargs), log_path
+
     def launch(self, app: AppState) -> subprocess.Popen[bytes]:
         """Start an app on this desktop; with ``app.wait_for_window`` return once it has mapped a window."""
         argv = self._filled(app.argv)
@@ -81,10 +89,7 @@ class AppLauncher:
             raise MissingDependencyError(f"app {app.label!r}: program {argv[0]!r} not found", program=argv[0])
         # Count window maps rather than compare window ids: a relaunched app may get its old ids back.
         maps_before, overrides_before = self.events.map_count(), self.events.override_map_count()
-        log_path = self.log_file(f"app-{app.label}")
-        with open(log_path, "wb") as log_file:
-            proc = self.spawn_agent(app.label, [program, *argv[1:]], env=self.app_env(app.env),
-                                    stdout=log_file.fileno(), stderr=log_file.fileno())
+        proc, log_path = self.spawn_logged(app.label, [program, *argv[1:]], env=self.app_env(app.env))
         self._apps.append((app, proc))
         if app.wait_for_window:
             deadline = time.monotonic() + app.timeout

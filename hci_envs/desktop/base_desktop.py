@@ -258,6 +258,14 @@ class BaseDesktop(abc.ABC):
         """The home as the agent's processes see it: the start state's ``home_view``, else where it is."""
         return self.state.home_view or self.home
 
+    def agent_path(self, path: str | os.PathLike[str]) -> str:
+        """A path of the server's as the agent's processes see it: under the home, where they see their home
+        (:attr:`agent_home`); any other path as it is."""
+        path, home = os.fspath(path), self.home
+        if path == home or path.startswith(home + os.sep):
+            return self.agent_home + path[len(home):]
+        return path
+
     def app_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         """The environment of the agent's side, built from nothing: the display and its cookie, the home, the
         private runtime and temporary directory, the system PATH, a UTF-8 locale and the declared variables.

@@ -79,6 +79,15 @@ class Clipboard:
 
         self._call(own)
 
+    def held(self) -> tuple[str | None, tuple[str, ...]]:
+        """The text this connection serves and the selections it owns (what a new connection must own again
+        for the clipboard to stay as it is)."""
+        def read() -> tuple[str | None, tuple[str, ...]]:
+            names = tuple(name for name in ("CLIPBOARD", "PRIMARY") if self._atom(name) in self._owned)
+            return (self._clipboard_text if names else None), names
+
+        return self._call(read)
+
     def clear(self, selections: tuple[str, ...] = ("CLIPBOARD", "PRIMARY"), *, only_ours: bool = False) -> None:
         """Leave the selections without an owner (the clipboard is empty); with ``only_ours``, only those this
         connection still owns (another client's selection stays)."""

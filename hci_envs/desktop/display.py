@@ -148,10 +148,13 @@ class XDisplay:
             self.accessibility = Accessibility(self._a11y_bus.address, self.size, app_sessions)
 
     def _connect(self) -> None:
-        """Open the X connections that watch, inject and capture."""
+        """Open the X connections that watch, inject and capture; the pointer goes to the corner."""
+        self._open_connections()
+        self.input.move(0, 0)  # every episode starts with the pointer in the same place
+
+    def _open_connections(self) -> None:
         self.events = DesktopEvents(self.display)
         self.input = Input(self.display, acknowledge=self.events.app_acknowledged)
-        self.input.move(0, 0)  # every episode starts with the pointer in the same place
         self.screen = Screen(self.display)
 
     def _spawn_window_manager(self) -> Path:
@@ -207,7 +210,7 @@ class XDisplay:
                 "-noxrecord", "-ncache", "0",
                 # the agent can set properties on its display: x11vnc must take no orders that way, and
                 # run no programs
-                "-noremote", "-nocmds",
+                "-noremote", "-nocmds", *self._vnc_options(),
             ]
             # x11vnc waits until 8 s after a viewer connected (45 s without a window manager) before it makes
             # the window it owns selections with, in case a display manager's login screen would kill it; until
@@ -224,6 +227,10 @@ class XDisplay:
                     raise DisplayStartError(f"x11vnc did not start: {log_tail(log_path)}")
                 time.sleep(0.01)
             return path
+
+    def _vnc_options(self) -> list[str]:
+        """x11vnc's options of this kind of display, beside those every display's takes."""
+        return []
 
     def windows(self) -> list[int]:
         """Top-level client windows, as the window manager lists them (or the root's children without one)."""

@@ -203,6 +203,10 @@ class DesktopEvents:
     def set_clipboard(self, text: str, selections: tuple[str, ...] = ("CLIPBOARD",)) -> None:
         self._clipboard.set_text(text, selections)
 
+    def clipboard_held(self) -> tuple[str | None, tuple[str, ...]]:
+        """The text this connection serves as the clipboard, and the selections it owns."""
+        return self._clipboard.held()
+
     def clear_clipboard(self, selections: tuple[str, ...] = ("CLIPBOARD", "PRIMARY"), *,
                         only_ours: bool = False) -> None:
         """Leave the selections without an owner: :meth:`.clipboard.Clipboard.clear`."""

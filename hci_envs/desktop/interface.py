@@ -109,6 +109,11 @@ class VirtualDesktop(Protocol):
     def close(self) -> None: ...
 
     # -- the agent side ------------------------------------------------------------------------------------
+    @property
+    def agent_home(self) -> str:
+        """The home as the agent's programs see it."""
+    def agent_path(self, path: Any) -> str:
+        """A path of the server's (in the home) as the agent's programs see it."""
     def app_env(self, extra: dict[str, str] | None = None) -> Mapping[str, str]:
         """The environment variables of a program run as the agent on this desktop."""
     def spawn_agent(self, name: str, argv: list[str], **kwargs: Any) -> Any:

@@ -66,7 +66,7 @@ class HomeStore:
             if not src.is_dir():
                 raise ConfigError(f"home template {str(src)!r} is not a directory")
             try:
-                shutil.copytree(src, self.path, symlinks=True, dirs_exist_ok=True, copy_function=_copy_sparse)
+                fill_home(self.path, src)
             except (shutil.Error, OSError) as exc:
                 if "No space left" not in str(exc) and getattr(exc, "errno", None) != errno.ENOSPC:
                     raise
@@ -74,8 +74,6 @@ class HomeStore:
                 raise ConfigError(f"home template {str(src)!r} does not fit the session's home, which may hold "
                                   f"{self.disk // 1024**2 if self.disk else '?'} MiB (the disk limit: ask for more "
                                   "with limits={'disk': ...} or a task's start_state.limits)", field="limits") from None
-        # the home itself is the agent's alone, whatever the template's folder was: copytree gives the home the
-        # template's mode (0755 for most), which let every other session's agent list and read it
         os.chmod(self.path, 0o700)
         if self.account is not None:
             self.account.chown_tree(self.path)
@@ -159,6 +157,14 @@ def check_snapshot_name(name: object) -> None:
     if "/" in name or name.startswith(".") or any(ord(c) < 32 or c == "\x7f" for c in name):
         raise ConfigError(f"invalid snapshot name {name!r}: a plain name without \"/\", control characters or a "
                           "leading dot", field="name")
+
+
+def fill_home(home: Path, source: Path) -> None:
+    """Fill the (empty) folder ``home`` with a copy of ``source``: holes of sparse files stay holes, symlinks
+    stay links. The home itself is left the agent's alone (0700), whatever the source's folder was: copytree
+    gives it the source's mode (0755 for most), which would let every other session's agent list and read it."""
+    shutil.copytree(source, home, symlinks=True, dirs_exist_ok=True, copy_function=_copy_sparse)
+    os.chmod(home, 0o700)
 
 
 def _empty(directory: Path) -> None:

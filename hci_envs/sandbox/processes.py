@@ -172,6 +172,12 @@ class ProcessSupervisor:
         with self._lock:
             return list(self._procs)
 
+    def replace(self, proc: subprocess.Popen[bytes], stand_in: subprocess.Popen[bytes]) -> None:
+        """Supervise ``stand_in`` in the place of ``proc`` (a process seen through its starter: a forkable
+        desktop's command, whose group is its own)."""
+        with self._lock:
+            self._procs = [(n, stand_in if p is proc else p) for n, p in self._procs]
+
     def stop(self, proc: subprocess.Popen[bytes], timeout: float = 3.0) -> None:
         stop_group(proc, timeout)
         with self._lock:

@@ -1,0 +1,109 @@
+"""A tree dumped with CRIU (left running), and restored as copies with host uids of their own.
+
+A dump holds every process of the tree with its memory, and the contents of its tmpfs mounts (home, /tmp,
+/dev/shm). The mounts that come from the host are named external, and each copy gets its own display socket
+folder in place of the source's. A copy's images are hard links to the dump's, but for the two small ones
+rewritten for its uids (:func:`.criu_image.give_copy_its_uids`).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ForkError
+from ..sandbox.watchdog import remove_temporary_dir
+from . import criu
+from .criu_image import frozen_seconds, give_copy_its_uids
+from .tree import EXTERNAL_MOUNTS, DesktopTree, skeleton, socket_folder, tree_folder
+
+
+@dataclass
+class Dump:
+    """A tree's images, and what taking them cost."""
+
+    images: Path
+    seconds: float
+    frozen_seconds: float
+
+    @property
+    def size(self) -> int:
+        return sum(f.stat().st_size for f in self.images.iterdir() if f.is_file())
+
+
+def _criu() -> list[str]:
+    why = criu.unavailable()
+    if why is not None:
+        raise ForkError(why, reason="unavailable")
+    return criu.command()  # type: ignore[return-value]
+
+
+@dataclass
+class HomeCopy:
+    """Where one copy's home is, and the host uid and gid its files go to."""
+
+    path: Path
+    uid: int
+    gid: int
+
+
+def dump(tree: DesktopTree, images: Path, home: Path, copies: list[HomeCopy]) -> Dump:
+    """Dump ``tree`` into ``images`` (made here), leaving it running; while it is still frozen, its ``home``
+    is copied into each of ``copies``. Raises :class:`ForkError` with CRIU's own words when the tree holds
+    what cannot be dumped (then the copies' homes are left as they were: empty)."""
+    command = _criu()
+    images.mkdir(mode=0o700)
+    script = images.with_name("post-dump.sh")
+    argv = [sys.executable, "-m", "hci_envs.fork.home_copy", str(home), *(f"{c.path}:{c.uid}:{c.gid}" for c in copies)]
+    script.write_text(f"#!/bin/sh\nexec {shlex.join(argv)}\n")  # the server's Python, which has this package
+    script.chmod(0o700)
+    # chromium keeps deleted files open (its metrics, 4 MiB), which CRIU saves whole up to the ghost limit, and
+    # locks its profile, which CRIU saves only when asked; the network is left as it is (no iptables lock)
+    external = [f"--external=mnt[{mountpoint}]:{key}" for mountpoint, key in EXTERNAL_MOUNTS.items()]
+    started = time.perf_counter()
+    done = subprocess.run([*command, "dump", "-t", str(tree.pid1), "-D", str(images), "--leave-running",
+                           "--network-lock", "skip", "--ghost-limit", "64M", "--file-locks", *external,
+                           "--action-script", str(script), "-o", "dump.log"],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    seconds = time.perf_counter() - started
+    if done.returncode:
+        raise ForkError(f"CRIU could not dump the desktop: {criu.errors_of(images / 'dump.log')}",
+                        reason="dump failed")
+    return Dump(images, seconds, frozen_seconds(images))
+
+
+def restore(source: Dump, home: Path, *, root_uid: int, agent_uid: int, agent_gid: int,
+            timeout: float = 60.0) -> DesktopTree:
+    """A new tree from ``source``'s images, its root and agent running as ``root_uid`` and ``agent_uid``, with
+    ``home`` (filled at the dump) as its home and a display socket folder of its own. Raises :class:`ForkError`
+    with CRIU's words when the restore fails."""
+    command = _criu()
+    folder = tree_folder(root_uid)
+    images = folder / "images"
+    images.mkdir()
+    images.chmod(0o755)  # CRIU reads some images once it runs as the copy's root: the folder above is its alone
+    for image in source.images.iterdir():
+        if image.suffix == ".img" or image.name == "stats-dump":
+            os.link(image, images / image.name)
+    give_copy_its_uids(images, {0: root_uid, 1000: agent_uid}, {0: root_uid, 1000: agent_gid})
+    x11 = socket_folder(folder, root_uid)
+    own = {"/tmp/.X11-unix": x11, "/home/agent": home}
+    external = [f"--external=mnt[{key}]:{own.get(mountpoint, mountpoint)}"
+                for mountpoint, key in EXTERNAL_MOUNTS.items()]
+    done = subprocess.run([*command, "restore", "-D", str(images), "-W", str(images), "--restore-detached",
+                           "--file-locks", "--pidfile", str(images / "pid"), "--root", str(skeleton()), *external,
+                           "-o", "restore.log"], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                          timeout=timeout)
+    if done.returncode:
+        said = criu.errors_of(images / "restore.log")
+        remove_temporary_dir(folder)
+        raise ForkError(f"CRIU could not restore a copy of the desktop: {said}", reason="restore failed")
+    tree = DesktopTree(int((images / "pid").read_text()), folder, root_uid, agent_uid, agent_gid)
+    shutil.rmtree(images, ignore_errors=True)  # the copy runs; its images (links and two small files) are spent
+    return tree

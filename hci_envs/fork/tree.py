@@ -1,0 +1,467 @@
+"""A desktop as one process tree in namespaces of its own, which is what CRIU can dump and restore many times.
+
+The tree's pid 1 (:mod:`.tree_init`) runs in new user, pid, mount, network, ipc and uts namespaces, in a root
+of its own: a skeleton of mountpoints shared by every tree (:func:`skeleton`), with the host's /usr and /etc
+bound read-only, and tmpfs /dev, /tmp and home. Inside, uid 0 is a host uid of the desktop's own (never the
+host's root) and uid 1000 is its agent. Xvfb listens on display :5 in a socket folder of the host's that is
+bound onto the tree's /tmp/.X11-unix; the server reaches it through a display number of its own on the host
+(:class:`HostDisplay`). Everything else the desktop runs is started inside with :meth:`DesktopTree.spawn`, and
+becomes a child of pid 1 (which reaps it and writes how it ended): nothing of the server is in the tree.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import DesktopDiedError, DisplayStartError, MissingDependencyError
+from ..sandbox.accounts import run_dir
+from ..sandbox.watchdog import temporary_dir
+
+#: The tree's folders for its own state, as its processes see them (made by its pid 1).
+STATE = "/tmp/.hci"
+#: The display inside every tree (each has its own network namespace and socket folder).
+INSIDE_DISPLAY = 5
+#: Mounts that come into a tree from the host, named for CRIU: at a dump, by mountpoint; at a restore, by source.
+#: Their contents are not in a dump: the display's socket folder is each tree's own, and the home is copied.
+EXTERNAL_MOUNTS = {"/usr": "_usr", "/etc": "_etc", "/tmp/.X11-unix": "_x11", "/home/agent": "_home",
+                   **{f"/dev/{n}": f"_dev_{n}" for n in ("null", "zero", "random", "urandom", "full", "tty")}}
+#: Where pid 1 comes from (its text is passed with -c: the tree never sees this checkout).
+_INIT = Path(__file__).with_name("tree_init.py")
+#: Made in the new namespaces by a launcher process (never the server itself, whose threads must not fork into
+#: namespaces); root writes the uid and gid maps. Prints pid 1's host pid.
+_LAUNCH = r'''
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+NEW = 0x10000000 | 0x00020000 | 0x20000000 | 0x40000000 | 0x08000000 | 0x04000000  # user ns pid net ipc uts
+uid_map, gid_map, init, settings = sys.argv[1:5]
+go_r, go_w = os.pipe()
+pid_r, pid_w = os.pipe()
+child = os.fork()
+if child == 0:
+    if libc.unshare(NEW) != 0:
+        os.write(pid_w, b"unshare: " + os.strerror(ctypes.get_errno()).encode())
+        os._exit(1)
+    os.read(go_r, 1)
+    os.setgroups([]); os.setgid(0); os.setuid(0)
+    libc.mount(b"none", b"/", None, 0x40000 | 0x4000, None)  # MS_REC | MS_PRIVATE
+    first = os.fork()
+    if first == 0:
+        os.setsid()
+        os.execv("/usr/bin/python3", ["python3", "-c", init, settings])
+    os.write(pid_w, str(first).encode())
+    os._exit(0)
+mine = os.readlink("/proc/self/ns/user")
+while os.readlink(f"/proc/{child}/ns/user") == mine and os.waitpid(child, os.WNOHANG) == (0, 0):
+    time.sleep(0.001)
+for kind, text in (("uid_map", uid_map), ("gid_map", gid_map)):
+    with open(f"/proc/{child}/{kind}", "w") as f:
+        f.write(text)
+os.write(go_w, b"x")
+os.waitpid(child, 0)
+print(os.read(pid_r, 256).decode(), flush=True)
+'''
+#: Run inside a tree by nsenter, as the tree's root: starts a program as ``uid`` in a session of its own, with
+#: its output in the tree's log folder, and exits at once so that the program becomes pid 1's. Prints its pid
+#: (as the tree sees it) or why it could not start.
+_SPAWN = r'''
+import ctypes, json, os, resource, sys
+spec = json.loads(sys.argv[1])
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.close(r)
+        os.setsid()
+        open(f"/tmp/.hci/exits/{os.getpid()}", "w").close()  # watched: pid 1 writes how it ends
+        out = os.open("/dev/null", os.O_WRONLY)
+        if spec["log"]:
+            path = f"/tmp/.hci/logs/{spec['log']}"
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        null = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(null, 0); os.dup2(out, 1); os.dup2(out, 2)
+        if spec["nproc"]:
+            resource.setrlimit(resource.RLIMIT_NPROC, (spec["nproc"], spec["nproc"]))
+        if spec["uid"]:
+            os.setgroups([]); os.setgid(spec["uid"]); os.setuid(spec["uid"])
+            if ctypes.CDLL(None).prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+                raise OSError("no_new_privs")
+        os.umask(spec["umask"])
+        os.chdir(spec["cwd"])
+        os.execvpe(spec["argv"][0], spec["argv"], spec["env"])
+    except BaseException as exc:
+        os.write(w, f"{type(exc).__name__}: {exc}".encode())
+        os._exit(127)
+os.close(w)
+error = os.read(r, 4096).decode()
+print(json.dumps({"pid": pid, "error": error or None}), flush=True)
+'''
+
+
+#: Run inside a tree by nsenter, as the tree's root: becomes ``uid`` and executes the program, which stays the
+#: child of nsenter (outside the tree) with the descriptors the server handed it (pipes).
+_EXEC = r'''
+import ctypes, json, os, resource, sys
+spec = json.loads(sys.argv[1])
+os.setsid()  # a group of its own, which the server signals and ends (nsenter's is the starter's)
+if spec["nproc"]:
+    resource.setrlimit(resource.RLIMIT_NPROC, (spec["nproc"], spec["nproc"]))
+if spec["uid"]:
+    os.setgroups([]); os.setgid(spec["uid"]); os.setuid(spec["uid"])
+    if ctypes.CDLL(None).prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        sys.exit("no_new_privs")
+os.umask(spec["umask"])
+os.chdir(spec["cwd"])
+os.execvpe(spec["argv"][0], spec["argv"], spec["env"])
+'''
+
+
+def _program(name: str) -> str:
+    found = shutil.which(name, path="/usr/sbin:/usr/bin:/sbin:/bin")
+    if found is None:
+        raise MissingDependencyError(f"a forkable desktop needs {name!r}, which is not installed", program=name)
+    return found
+
+
+def skeleton() -> Path:
+    """The root every tree pivots into, and CRIU's ``--root`` at a restore: mountpoints only (every tree's
+    mounts are its own), made once per machine."""
+    root = run_dir() / "fork" / "root"
+    marker = root / ".hci-envs-skeleton-1"
+    if marker.exists():
+        return root
+    fresh = root.with_name(f"root.{os.getpid()}")
+    shutil.rmtree(fresh, ignore_errors=True)
+    for d in ("usr", "etc", "proc", "dev", "tmp", "home/agent", "old", "run", "var/tmp"):
+        (fresh / d).mkdir(parents=True)
+    for link in ("bin", "sbin", "lib", "lib64"):
+        if Path(f"/{link}").is_symlink():
+            (fresh / link).symlink_to(os.readlink(f"/{link}").lstrip("/"))
+    for folder in [fresh, *fresh.rglob("*")]:
+        if folder.is_dir() and not folder.is_symlink():
+            folder.chmod(0o755)
+    (fresh / marker.name).touch()
+    fresh.parent.chmod(0o755)
+    try:
+        fresh.rename(root)
+    except OSError as exc:  # another server made it meanwhile
+        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+        shutil.rmtree(fresh, ignore_errors=True)
+    return root
+
+
+def tree_folder(owner: int) -> Path:
+    """A host folder for one tree (its display socket's folder, bound in): its root's alone (``owner``), 0700,
+    since the X server inside takes any client that reaches its socket; the folder above it only lets its
+    owners through. The watchdog removes it if the server dies."""
+    trees = run_dir() / "fork" / "trees"
+    trees.mkdir(parents=True, exist_ok=True)
+    trees.chmod(0o711)
+    folder = temporary_dir("tree-", parent=trees)
+    os.chown(folder, owner, owner)
+    folder.chmod(0o700)
+    return folder
+
+
+def socket_folder(folder: Path, owner: int) -> Path:
+    """The host folder bound onto a tree's /tmp/.X11-unix, its X server's (the tree's root) to write in."""
+    x11 = folder / "x11"
+    x11.mkdir(mode=0o755)
+    os.chown(x11, owner, owner)
+    return x11
+
+
+@dataclass
+class ProcessEnd:
+    """How a process of a tree ended: its exit code (negative: the signal that ended it)."""
+
+    code: int
+
+
+class Signalled:
+    """What a process the server sees from outside offers to be signalled, as ``subprocess.Popen`` does:
+    ``pid`` is where its signals go, and none goes once it has ended."""
+
+    pid: int
+    if TYPE_CHECKING:
+        def poll(self) -> int | None: ...
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+class TreeProcess(Signalled):
+    """A process started in a tree, as the server sees it (what ``subprocess.Popen`` offers that a desktop
+    uses: ``pid``, ``poll``, ``wait``, ``returncode``, signals). Its parent is the tree's pid 1, which writes
+    how it ended; ``pid`` is its host pid (its group's too: it leads a session)."""
+
+    def __init__(self, tree: DesktopTree, inside_pid: int, host_pid: int) -> None:
+        self.tree = tree
+        self.inside_pid = inside_pid
+        self.pid = host_pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is not None:
+            return self.returncode
+        try:
+            text = self.tree.path(f"{STATE}/exits/{self.inside_pid}").read_text()
+        except OSError:
+            text = None if self.tree.alive() else "-9"
+        if text:
+            self.returncode = int(text)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(str(self.inside_pid), timeout or 0)
+            time.sleep(0.01)
+        return self.returncode  # type: ignore[return-value]
+
+
+class AttachedProcess(Signalled):
+    """A command of the agent's in a tree, attached to the server: the ``subprocess.Popen`` of its starter
+    (nsenter, outside the tree: its pipes, its exit status) with the command's own host ``pid``, which leads a
+    process group of its own (what the server signals, and ends with its group)."""
+
+    def __init__(self, starter: subprocess.Popen[bytes], pid: int) -> None:
+        self.starter = starter
+        self.pid = pid
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.starter, name)  # poll, wait, returncode, the pipes: the starter's
+
+
+def started_child(starter: subprocess.Popen[bytes], timeout: float = 10.0) -> int:
+    """The host pid of the process nsenter ``starter`` started in a tree (its only child), once it leads a
+    process group of its own (before that, signalling its group would miss it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            children = Path(f"/proc/{starter.pid}/task/{starter.pid}/children").read_text().split()
+            if children and _group_of(int(children[0])) == int(children[0]):
+                return int(children[0])
+        except OSError:
+            pass
+        if starter.poll() is not None or time.monotonic() > deadline:
+            raise DisplayStartError(f"a command did not start in the desktop (its starter exited "
+                                    f"{starter.returncode})")
+        time.sleep(0.001)
+
+
+class DesktopTree:
+    """One desktop's process tree: its pid 1 on the host, the host folder of its display socket, and the host
+    ids its root (0 inside; its uid is its gid) and agent (1000 inside) run as."""
+
+    def __init__(self, pid1: int, folder: Path, root_uid: int, agent_uid: int, agent_gid: int) -> None:
+        self.pid1 = pid1
+        self.folder = folder
+        self.root_uid = root_uid
+        self.agent_uid = agent_uid
+        self.agent_gid = agent_gid
+        self._pid_ns = os.readlink(f"/proc/{pid1}/ns/pid")
+
+    # -- starting ----------------------------------------------------------------------------------------
+    @classmethod
+    def launch(cls, folder: Path, *, root_uid: int, agent_uid: int, agent_gid: int, home: Path, screen: str, dpi: int,
+               files: Mapping[str, str], timeout: float) -> DesktopTree:
+        """Start a tree whose X server runs with ``screen`` ("WxHxD") and whose agent's home is the host folder
+        ``home``; ``files`` are written into its state folder (by name). Returns once its display listens."""
+        for program in ("nsenter", "mount", "umount", "pivot_root", "ip", "Xvfb"):
+            _program(program)
+        x11 = socket_folder(folder, root_uid)
+        settings = json.dumps({"root": str(skeleton()), "x11": str(x11), "screen": screen, "dpi": dpi,
+                               "files": dict(files), "home": str(home), "timeout": timeout})
+        uid_map, gid_map = f"0 {root_uid} 1\n1000 {agent_uid} 1\n", f"0 {root_uid} 1\n1000 {agent_gid} 1\n"
+        launcher = subprocess.run([sys.executable, "-c", _LAUNCH, uid_map, gid_map, _INIT.read_text(), settings],
+                                  capture_output=True, text=True, timeout=timeout + 30, cwd="/",
+                                  stdin=subprocess.DEVNULL)
+        first = launcher.stdout.strip()
+        if launcher.returncode or not first.isdigit():
+            raise DisplayStartError(f"a forkable desktop could not start: {(first + ' ' + launcher.stderr).strip()}")
+        tree = cls(int(first), folder, root_uid, agent_uid, agent_gid)
+        deadline = time.monotonic() + timeout
+        while not tree.path(f"{STATE}/xvfb.pid").exists():
+            if not tree.alive() or time.monotonic() > deadline:
+                # pid 1's own errors (building the root) went to the launcher's output; Xvfb's to its log
+                said = launcher.stderr.strip().splitlines()[-3:] or [tree.log_tail("xvfb.log")]
+                tree.kill()
+                raise DisplayStartError(f"a forkable desktop's X server did not start: {' | '.join(said)}")
+            time.sleep(0.01)
+        return tree
+
+    # -- looking at it ---------------------------------------------------------------------------------------
+    def path(self, inside: str) -> Path:
+        """A path of the tree's, from the host (through its pid 1's root)."""
+        return Path(f"/proc/{self.pid1}/root{inside}")
+
+    def log_tail(self, name: str, lines: int = 8) -> str:
+        try:
+            text = self.path(f"{STATE}/logs/{name}").read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "(no log)"
+        return " | ".join(text[-lines:]) or "(empty log)"
+
+    def alive(self) -> bool:
+        try:
+            return os.readlink(f"/proc/{self.pid1}/ns/pid") == self._pid_ns and _state(self.pid1) not in "ZX"
+        except OSError:
+            return False
+
+    def pids(self) -> dict[int, int]:
+        """Every live process of the tree: its pid inside (key) and on the host (value)."""
+        found: dict[int, int] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                if os.readlink(f"/proc/{entry}/ns/pid") != self._pid_ns:
+                    continue
+                status = Path(f"/proc/{entry}/status").read_text()
+            except OSError:
+                continue
+            for line in status.splitlines():
+                if line.startswith("NSpid:"):
+                    found[int(line.split()[-1])] = int(entry)
+        return found
+
+    def process(self, inside_pid: int) -> TreeProcess:
+        """The tree's process ``inside_pid`` (one that has ended, if it is not found running)."""
+        return TreeProcess(self, inside_pid, self.pids().get(inside_pid, -1))
+
+    def xvfb(self) -> TreeProcess:
+        return self.process(int(self.path(f"{STATE}/xvfb.pid").read_text()))
+
+    # -- acting on it ----------------------------------------------------------------------------------------
+    def spawn(self, argv: Sequence[str], *, env: Mapping[str, str], uid: int = 1000, cwd: str = "/",
+              log: str | None = None, max_processes: int = 0, umask: int = 0o077) -> TreeProcess:
+        """Start ``argv`` in the tree as ``uid`` (its own: 0 the tree's root, 1000 its agent), in a session of its
+        own, with no new privileges; its output goes to ``log`` in the tree's log folder."""
+        spec = json.dumps({"argv": list(argv), "env": dict(env), "uid": uid, "cwd": cwd, "log": log,
+                           "nproc": max_processes, "umask": umask})
+        done = subprocess.run(self._enter(_SPAWN, spec), capture_output=True, text=True, timeout=30, env={},
+                              cwd="/", stdin=subprocess.DEVNULL)
+        try:
+            said = json.loads(done.stdout)
+        except ValueError:
+            if not self.alive():
+                raise DesktopDiedError("the desktop's process tree has ended") from None
+            raise DisplayStartError(f"could not start {argv[0]!r} in the desktop: {done.stderr.strip()}") from None
+        if said["error"]:
+            raise MissingDependencyError(f"could not start {argv[0]!r} in the desktop: {said['error']}",
+                                         program=argv[0]) if "FileNotFound" in said["error"] else \
+                DisplayStartError(f"could not start {argv[0]!r} in the desktop: {said['error']}")
+        return TreeProcess(self, said["pid"], self.pids().get(said["pid"], -1))
+
+    def attached(self, argv: Sequence[str], *, env: Mapping[str, str], uid: int = 1000, cwd: str = "/",
+                 max_processes: int = 0, umask: int = 0o077) -> list[str]:
+        """The command that runs ``argv`` in the tree as ``uid`` while staying attached to its starter: the
+        child of nsenter, with the descriptors it was handed (pipes to the server). Such a process cannot be
+        in a dump: a fork ends it first."""
+        spec = json.dumps({"argv": list(argv), "env": dict(env), "uid": uid, "cwd": cwd, "nproc": max_processes,
+                           "umask": umask})
+        return self._enter(_EXEC, spec)
+
+    def _enter(self, script: str, spec: str) -> list[str]:
+        return [_program("nsenter"), f"--target={self.pid1}", "--user", "--mount", "--pid", "--net", "--ipc",
+                "--uts", "--root", "--wd=/", "--", "/usr/bin/python3", "-c", script, spec]
+
+    def kill(self) -> None:
+        """End the whole tree: its pid 1 killed, the kernel ends every other process of its pid namespace."""
+        if self.alive():
+            try:
+                os.kill(self.pid1, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _group_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2])
+
+
+def _stale(lock: Path) -> bool:
+    """Whether a display's lock file names a process that is gone."""
+    try:
+        pid = int(lock.read_text().strip())
+    except (OSError, ValueError):
+        return False
+    return not Path(f"/proc/{pid}").exists()
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+class HostDisplay:
+    """A display number on the host that leads to a tree's X server: a link in /tmp/.X11-unix to its socket.
+    The number's lock file (which X servers honour) and its abstract socket name are held, so that neither an
+    X server nor an agent can take the number (an agent binding the abstract name would catch the server's
+    connections)."""
+
+    FIRST, LAST = 700, 999
+
+    def __init__(self, target: Path) -> None:
+        links = Path("/tmp/.X11-unix")
+        links.mkdir(mode=0o755, exist_ok=True)
+        for number in range(self.FIRST, self.LAST + 1):
+            lock = Path(f"/tmp/.X{number}-lock")
+            link = links / f"X{number}"
+            if link.is_symlink() and _stale(lock):  # a number a server that was killed held
+                link.unlink(missing_ok=True)
+                lock.unlink(missing_ok=True)
+            if lock.exists() or os.path.lexists(link):
+                continue
+            held = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                held.bind(f"\0/tmp/.X11-unix/X{number}")
+            except OSError:
+                held.close()
+                continue
+            try:
+                fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+            except FileExistsError:
+                held.close()
+                continue
+            os.write(fd, f"{os.getpid():>10}\n".encode())
+            os.close(fd)
+            link.symlink_to(target)
+            self.number, self._held, self._lock, self._link = number, held, lock, link
+            return
+        raise DisplayStartError(f"no free display number between {self.FIRST} and {self.LAST} for a forkable desktop")
+
+    @property
+    def name(self) -> str:
+        return f":{self.number}"
+
+    def close(self) -> None:
+        self._link.unlink(missing_ok=True)
+        self._lock.unlink(missing_ok=True)
+        self._held.close()
