@@ -123,6 +123,11 @@ class ClientBase:
         self.control_token = control_token
         self.timeout = timeout
         self.provider = provider
+        #: What the server said of this client's session when it made it for a fork (its ``agent_token``,
+        #: ``mcp_url``, VNC URLs...); empty otherwise.
+        self.session: dict[str, Any] = {}
+        #: A session made for this client (a fork's copy) ends with it; one it attached to lives on.
+        self._owns_session = False
         self._closed = False
         self._ws: Any = None
 
@@ -168,6 +173,27 @@ class ClientBase:
 
     def _snapshot_body(self, name: str, state: EnvState) -> dict[str, Any]:
         return {"name": name, "session_id": state.session_id}
+
+    @staticmethod
+    def _checkpoint_path(state: EnvState) -> str:
+        return f"/sessions/{state.session_id or 'default'}/checkpoint"
+
+    @staticmethod
+    def _fork_message(n: int) -> dict[str, Any]:
+        return {"type": "fork", "data": {"n": n}}
+
+    #: The client of a fork's copies: the plain sync or async client (a pool's claim forks into plain clients).
+    _fork_class: Any = None
+
+    def _forked(self, message: dict[str, Any]) -> list[Any]:
+        """A client of each session a fork made (each closes its session when it closes)."""
+        clients = []
+        for info in (message.get("data") or {}).get("sessions") or []:
+            client = self._fork_class(self.base_url, control_token=self.control_token, timeout=self.timeout,
+                                      session_id=info["session_id"])
+            client.session, client._owns_session = dict(info), True
+            clients.append(client)
+        return clients
 
     @staticmethod
     def _score_path(state: EnvState) -> str:
@@ -267,11 +293,13 @@ class HciEnvClient(ClientBase):
             raise self._broken(exc) from exc
         return self._decode(raw)
 
-    def _control(self, path: str, body: dict[str, Any] | None = None) -> Any:
-        """A control-plane request: GET ``path``, or POST ``body`` to it."""
+    def _control(self, path: str, body: dict[str, Any] | None = None, *, delete: bool = False) -> Any:
+        """A control-plane request: GET ``path``, POST ``body`` to it, or DELETE it."""
         import httpx
 
         try:
+            if delete:
+                return httpx.delete(f"{self.base_url}{path}", headers=self._headers, timeout=self.timeout)
             if body is None:
                 return httpx.get(f"{self.base_url}{path}", headers=self._headers, timeout=self.timeout)
             return httpx.post(f"{self.base_url}{path}", json=body, headers=self._headers, timeout=self.timeout)
@@ -312,6 +340,17 @@ class HciEnvClient(ClientBase):
         "success", "details"}``. Control plane only: the checker runs on the server, beside the answers."""
         return self._control_reply(self._control(self._score_path(self.state()), {}))
 
+    def checkpoint(self, name: str) -> dict[str, Any]:
+        """Keep this session as it is now under ``name`` (a forkable desktop: every process with its memory, the
+        home, the episode); ``reset(checkpoint=name)`` returns to it. Control plane only."""
+        return self._control_reply(self._control(self._checkpoint_path(self.state()), {"name": name}))
+
+    def fork(self, n: int) -> list[HciEnvClient]:
+        """``n`` new sessions whose desktops are live copies of this session's as it is now (a server with
+        forkable desktops: ``serve --desktop forkable``), as clients of their own; each one's ``session`` holds
+        its agent token and URLs, and closing it closes its session. Control plane only."""
+        return self._forked(self._request(self._fork_message(n)))
+
     # -- the server's tasks (OpenEnv's task API; control plane) -------------------------------------------
     def splits(self) -> list[dict[str, Any]]:
         """The server's splits: ``[{"name", "type", "num_tasks"}]``; ``reset(split=, index=)`` starts one's task."""
@@ -338,6 +377,8 @@ class HciEnvClient(ClientBase):
                 except Exception:
                     pass
                 self._drop()
+            if self._owns_session:
+                self._control(f"/sessions/{self.session_id}", delete=True)
         finally:
             self._closed = True
             if self.provider is not None:
@@ -416,12 +457,14 @@ class AsyncHciEnvClient(ClientBase):
                 raise self._broken(exc) from exc
         return self._decode(raw)
 
-    async def _control(self, path: str, body: dict[str, Any] | None = None) -> Any:
+    async def _control(self, path: str, body: dict[str, Any] | None = None, *, delete: bool = False) -> Any:
         """See :meth:`HciEnvClient._control`."""
         import httpx
 
         try:
             async with httpx.AsyncClient(timeout=self.timeout) as http:
+                if delete:
+                    return await http.delete(f"{self.base_url}{path}", headers=self._headers)
                 if body is None:
                     return await http.get(f"{self.base_url}{path}", headers=self._headers)
                 return await http.post(f"{self.base_url}{path}", json=body, headers=self._headers)
@@ -460,6 +503,14 @@ class AsyncHciEnvClient(ClientBase):
         """Run the checker of the task this session was reset into; see :meth:`HciEnvClient.score`."""
         return self._control_reply(await self._control(self._score_path(await self.state()), {}))
 
+    async def checkpoint(self, name: str) -> dict[str, Any]:
+        """See :meth:`HciEnvClient.checkpoint`."""
+        return self._control_reply(await self._control(self._checkpoint_path(await self.state()), {"name": name}))
+
+    async def fork(self, n: int) -> list[AsyncHciEnvClient]:
+        """See :meth:`HciEnvClient.fork`."""
+        return self._forked(await self._request(self._fork_message(n)))
+
     async def splits(self) -> list[dict[str, Any]]:
         """See :meth:`HciEnvClient.splits`."""
         return self._control_reply(await self._control(f"{TASK_API}/splits"))
@@ -484,6 +535,8 @@ class AsyncHciEnvClient(ClientBase):
                 except Exception:
                     pass
                 await self._drop()
+            if self._owns_session:
+                await self._control(f"/sessions/{self.session_id}", delete=True)
         finally:
             self._closed = True
             if self.provider is not None:
@@ -494,3 +547,7 @@ class AsyncHciEnvClient(ClientBase):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+HciEnvClient._fork_class = HciEnvClient
+AsyncHciEnvClient._fork_class = AsyncHciEnvClient

@@ -96,9 +96,10 @@ class BashAccess(Trait):
         deadline = time.monotonic() + timeout
         runaway = max_output * RUNAWAY_FACTOR
         if persistent:
-            return self._in_shell(desktop, command, directory if cwd else None, stdout, stderr, deadline, runaway,
-                                  timeout)
-        script = command if directory == home else f"cd -- {shlex.quote(directory)} || exit 1\n{command}"
+            return self._in_shell(desktop, command, desktop.agent_path(directory) if cwd else None, stdout, stderr,
+                                  deadline, runaway, timeout)
+        script = command if directory == home else \
+            f"cd -- {shlex.quote(desktop.agent_path(directory))} || exit 1\n{command}"
         proc = desktop.spawn_agent("bash-command", ["bash", "-c", script], stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE)
         try:

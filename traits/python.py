@@ -31,7 +31,7 @@ class PythonAccess(Trait):
         if interpreter is None:
             desktop: Any = self.desktop  # type: ignore[attr-defined]
             interpreter = Interpreter(
-                env=desktop.app_env(), cwd=str(self.home), python=self.python_executable,  # type: ignore[attr-defined]
+                env=desktop.app_env(), cwd=desktop.agent_home, python=self.python_executable,
                 spawn=desktop.spawn_agent,
             )
             self.__dict__["_python_interpreter"] = interpreter

@@ -27,11 +27,13 @@ from .python import PythonAccess
 class TraitConformance:
     env_class: ClassVar[type]
     start_state: ClassVar[dict[str, Any] | None] = None
+    #: The environment's other options (``desktop="forkable"``, say).
+    options: ClassVar[dict[str, Any]] = {}
 
     @pytest.fixture(scope="class")
     @classmethod
     def env(cls) -> Any:
-        env = cls.env_class(start_state=cls.start_state)
+        env = cls.env_class(start_state=cls.start_state, **cls.options)
         env.reset()
         yield env
         env.close()
@@ -74,7 +76,8 @@ class BashAccessConformance(TraitConformance):
 
     def test_runs_in_the_session_home_with_its_display(self, env: Any) -> None:
         out = env.call_tool("bash", {"command": "pwd; echo $DISPLAY"})
-        assert out.data["stdout"].split() == [str(env.home), env.desktop.display]
+        # as the agent sees them: where its home is, and its display (a forkable desktop's are the tree's own)
+        assert out.data["stdout"].split() == [env.desktop.agent_home, env.desktop.app_env()["DISPLAY"]]
 
     def test_timeout_stops_the_command(self, env: Any) -> None:
         start = time.monotonic()
@@ -114,13 +117,15 @@ CONFORMANCE: dict[type, type[TraitConformance]] = {
 }
 
 
-def conformance_classes(env_class: type, start_state: dict[str, Any] | None = None) -> dict[str, type]:
-    """A pytest class per trait of ``env_class`` (by the name it should have in a test module)."""
+def conformance_classes(env_class: type, start_state: dict[str, Any] | None = None,
+                        **options: Any) -> dict[str, type]:
+    """A pytest class per trait of ``env_class`` (by the name it should have in a test module), its
+    environments made with ``start_state`` and ``options``."""
     out = {}
     for trait, mixin in CONFORMANCE.items():
         if issubclass(env_class, trait):
             name = f"Test{env_class.__name__}{trait.__name__}"
-            out[name] = type(name, (mixin,), {"env_class": env_class, "start_state": start_state})
+            out[name] = type(name, (mixin,), {"env_class": env_class, "start_state": start_state, "options": options})
     return out
 
 

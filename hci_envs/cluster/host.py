@@ -48,12 +48,13 @@ class DesktopHost:
             options = {"orphan_timeout": CONTAINER_ORPHAN_TIMEOUT, **self.options}
             self.provider = DockerProvider(self.image, host=host, **tokens, **options)
         else:
-            # One session (the default one, which the pool attaches to): a stray client gets CAPACITY_REACHED
-            # instead of a second desktop on a node that was sized for one.
+            # One session (the default one, which the pool attaches to) unless asked (max_sessions=N: room for
+            # forks of a claimed desktop, desktop="forkable"): a stray client gets CAPACITY_REACHED instead of a
+            # second desktop on a node that was sized for one.
             # No spare desktop per server unless asked (spare=True): the pool's own spares already make a claim
             # instant, and a spare would double what each unit of hci_desktop costs the node.
-            options = {"spare": False, **self.options}
-            self.provider = LocalProvider(self.env, host=host, max_sessions=1, **tokens, **options)
+            options = {"spare": False, "max_sessions": 1, **self.options}
+            self.provider = LocalProvider(self.env, host=host, **tokens, **options)
         headers = {"Authorization": f"Bearer {self.control_token}"}
         base_url = self.provider.start(timeout=timeout, headers=headers)
         state = httpx.get(f"{base_url}/state", headers=headers, timeout=30.0, trust_env=False)

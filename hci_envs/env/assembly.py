@@ -95,7 +95,8 @@ class EnvironmentParts:
 
 
 def desktop_factory(choice: str | DesktopFactory | None) -> DesktopFactory:
-    """``"xvfb"`` (the default: a real X desktop), ``"fake"`` (no X; the test seam) or a factory."""
+    """``"xvfb"`` (the default: a real X desktop), ``"forkable"`` (a real X desktop that can be forked live:
+    :mod:`hci_envs.fork`), ``"fake"`` (no X; the test seam) or a factory."""
     if callable(choice):
         return choice
     if choice in (None, "xvfb"):
@@ -106,7 +107,11 @@ def desktop_factory(choice: str | DesktopFactory | None) -> DesktopFactory:
         from ..desktop.fake import FakeDesktop
 
         return FakeDesktop
-    raise ConfigError(f"desktop must be 'xvfb', 'fake' or a factory, not {choice!r}", field="desktop")
+    if choice == "forkable":
+        from ..fork import ForkableDesktop
+
+        return ForkableDesktop
+    raise ConfigError(f"desktop must be 'xvfb', 'forkable', 'fake' or a factory, not {choice!r}", field="desktop")
 
 
 def assemble(

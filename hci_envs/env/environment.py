@@ -114,6 +114,8 @@ class Environment(PeopleInTheLoop, EnvironmentTools):
         self._lock = threading.RLock()
         self._performing = False
         self._epoch = 0
+        #: How this environment was made, for the environments a fork makes (see :meth:`fork`).
+        self._made_with = (state, mode, self.observation_spec, dict(options)) if parts is None else None
         parts = parts if parts is not None else assemble(self, self.hooks, **options)
         # The parts, each a role of its own:
         self.make_desktop = parts.make_desktop
@@ -136,6 +138,10 @@ class Environment(PeopleInTheLoop, EnvironmentTools):
         self._lease, self.homes = current.lease, current.homes
         #: The agent account of this environment (None without isolation); every process of it ends at reset.
         self.account = current.account
+        from .forking import Checkpoints
+
+        #: Moments to return to (``checkpoint``, ``reset(checkpoint=NAME)``).
+        self._checkpoints = Checkpoints()
 
     @classmethod
     def declare(cls, state: StartState | dict[str, Any]) -> StartState:
@@ -301,7 +307,8 @@ class Environment(PeopleInTheLoop, EnvironmentTools):
     def reset(self, seed: int | None = None, episode_id: str | None = None, *, task: Any = None,
               **options: Any) -> Observation:
         """End the episode's processes, restore the start state (or ``snapshot=NAME``, or ``start_state=``),
-        relaunch the apps and return the first observation once the screen is stable. With ``task`` (a
+        relaunch the apps and return the first observation once the screen is stable (or ``checkpoint=NAME``: back
+        to the moment :meth:`checkpoint` kept, its episode with it). With ``task`` (a
         :class:`~hci_envs.tasks.TaskSpec` or its dict), the episode is that task's: its world is built, its
         setup run, and the observation carries its instruction; ``score()`` then runs its checker. The seed and
         episode id are the caller's either way. The agent's calls in flight are interrupted first (see
@@ -314,6 +321,8 @@ class Environment(PeopleInTheLoop, EnvironmentTools):
                 state = self.tasks.enter(task, self.declared_state)
                 obs = self._reset(seed, episode_id, start_state=state)
                 return self.tasks.set_up(self, task, obs)
+        if options.get("checkpoint") is not None:  # back to a moment: its task (if any) with it
+            return self._reset(seed, episode_id, **options)
         own = self.tasks.leave()
         if own is not None:  # after a task, a plain reset is back in the environment's own start state
             options.setdefault("start_state", own)
@@ -337,8 +346,13 @@ class Environment(PeopleInTheLoop, EnvironmentTools):
             self._people_leave()  # again, under the lock: an ask_human that ran just before asked the old episode
             snapshot = options.pop("snapshot", None)
             new_state = options.pop("start_state", None)
+            checkpoint = options.pop("checkpoint", None)
             if options:
                 raise ConfigError(f"unknown reset options: {', '.join(sorted(options))}")
+            if checkpoint is not None:
+                if snapshot is not None or new_state is not None:
+                    raise ConfigError("a reset to a checkpoint takes no snapshot or start state", field="checkpoint")
+                return self._return_to(self._checkpoints.get(checkpoint), seed, episode_id)
             if new_state is not None:  # a task brings its own world: from now on, this is the start state
                 self.declared_state = self._declare_checked(new_state)
                 e.pristine = False
@@ -351,6 +365,15 @@ class Environment(PeopleInTheLoop, EnvironmentTools):
                 obs = self._rebuild(seed=seed, episode_id=episode_id, snapshot=snapshot)
             e.active = True
             return obs
+
+    def _return_to(self, checkpoint: Any, seed: int | None, episode_id: str | None) -> Observation:
+        from .forking import return_to
+
+        if self.episode.started:
+            self._session_end_hook()
+        self.code.close()
+        return_to(self, checkpoint, seed, episode_id)
+        return self._observe(text="reset")
 
     def _declare_checked(self, state: StartState | dict[str, Any]) -> StartState:
         from pydantic import ValidationError
@@ -434,6 +457,49 @@ class Environment(PeopleInTheLoop, EnvironmentTools):
         parts = self._bring_up(parts, state, None)
         parts.home_fingerprint = parts.homes.fingerprint()
         return parts
+
+    def fork(self, n: int) -> list[Environment]:
+        """``n`` environments whose desktops are live copies of this one's as it is now (every process with its
+        memory, the home, the clipboard, the pointer), each with its own agent account and home, in the same
+        episode (its task, step count and seed; an episode id of its own). This one goes on unchanged, but for
+        the agent's commands still running, which end (the tools start them again). Needs a forkable desktop
+        (``desktop="forkable"``); control plane only. See :mod:`hci_envs.env.forking`."""
+        from .forking import check_count, fork_into
+
+        check_count(n)
+        if self._made_with is None:
+            raise ConfigError("an environment built from its parts cannot make its copies: make them as it was "
+                              "made and call fork_into(copies)")
+        state, mode, observation, options = self._made_with
+        with self._lock:
+            self.episode.require_running()
+            copies: list[Environment] = []
+            try:
+                for _ in range(n):
+                    copies.append(type(self)(state, mode=mode, observation=observation, **options))
+                fork_into(self, copies)
+            except BaseException:
+                for copy in copies:
+                    copy.close()
+                raise
+            return copies
+
+    def checkpoint(self, name: str) -> dict[str, Any]:
+        """Keep this environment as it is now under ``name`` (its desktop's every process with its memory, the
+        home, the episode); ``reset(checkpoint=name)`` returns to it, as many times as wanted. Needs a forkable
+        desktop; control plane only. What it cost: ``{"name", "seconds", "frozen_seconds", "bytes"}``."""
+        with self._lock:
+            self.episode.require_running()
+            return self._checkpoints.take(self, name)
+
+    def fork_into(self, copies: list[Environment]) -> None:
+        """Fork into ``copies``, environments made like this one and not started (a server makes its sessions'
+        environments itself): see :meth:`fork`."""
+        from .forking import fork_into
+
+        with self._lock:
+            self.episode.require_running()
+            fork_into(self, copies)
 
     def mark_touched(self) -> None:
         """Something acted on the desktop (a tool call, a step, a human): the next reset must rebuild it."""
@@ -700,6 +766,7 @@ class Environment(PeopleInTheLoop, EnvironmentTools):
                 self._session_end_hook()
             self.code.close()
             self.tasks.close()
+            self._checkpoints.close()
             try:
                 if self.spare is not None:
                     self.spare.close()

@@ -120,7 +120,7 @@ def serve_config(args: argparse.Namespace, port: int, osworld_port: int | None =
         host=args.host, port=port, env_class=env_class, env_kwargs=env_kwargs, mode=args.mode,
         max_sessions=args.max_sessions, idle_timeout=args.idle_timeout, orphan_timeout=args.orphan_timeout,
         control_token=control_token, agent_token=agent_token, agent_tokens=args.agent_tokens or None,
-        public_url=args.public_url, vnc=not args.no_vnc and args.desktop == "xvfb", vnc_port=args.vnc_port,
+        public_url=args.public_url, vnc=not args.no_vnc and args.desktop != "fake", vnc_port=args.vnc_port,
         takeover_timeout=args.takeover_timeout, episodes_dir=args.episodes_dir, tasks=args.tasks,
         action_mode=args.action_mode, isolation=args.isolation, max_agent_processes=args.max_agent_processes,
         lazy_default_session=args.lazy_default_session or None,
@@ -368,9 +368,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the task suite a reset can name tasks of: a task file or folder (default: the built-in "
                         "suite; or HCI_ENVS_TASKS), or 'apps' for the real-application suite (any TEMPLATE.SEED). "
                         "Keep a task file private to the server's user: it holds the answers")
-    p.add_argument("--desktop", choices=("xvfb", "fake"), default=os.environ.get("HCI_ENVS_DESKTOP", "xvfb"),
-                   help="xvfb: real X desktops (default); fake: desktops without X, the test seam for everything "
-                        "but screen, input and apps (no VNC)")
+    p.add_argument("--desktop", choices=("xvfb", "forkable", "fake"),
+                   default=os.environ.get("HCI_ENVS_DESKTOP", "xvfb"),
+                   help="xvfb: real X desktops (default); forkable: real X desktops that POST /sessions/ID/fork copies "
+                        "live (root and CRIU 4.1+: install --fork); fake: desktops without X, the test seam for "
+                        "everything but screen, input and apps (no VNC)")
     p.add_argument("--observation-format", choices=("png", "jpeg", "webp", "none"),
                    default=os.environ.get("HCI_ENVS_OBSERVATION_FORMAT"),
                    help="screenshot format in step observations")

@@ -53,6 +53,8 @@ class ResetRequest(BaseModel):
     #: A task of the server's suite (its id) or a task spec: the episode starts in the task's world, and
     #: ``/score`` runs its checker.
     task: str | dict[str, Any] | None = None
+    #: A checkpoint of the session's (``/sessions/{id}/checkpoint``): the episode goes back to that moment.
+    checkpoint: str | None = None
 
 
 class StepRequest(BaseModel):
@@ -199,6 +201,16 @@ async def snapshot(name: str = Body(..., embed=True), session_id: str | None = B
     return await session.run_control(session.env.snapshot, name)
 
 
+@router.post("/sessions/{session_id}/checkpoint", dependencies=CONTROL)
+async def checkpoint(session_id: str, name: str = Body(..., embed=True),
+                     server: HciServer = Depends(get_server)) -> dict[str, Any]:
+    """Keep the session as it is now (a forkable desktop: every process with its memory, the home, the
+    episode) under ``name``; a reset with ``{"checkpoint": name}`` returns to it."""
+    session = server.sessions.get(session_id)
+    await session.ensure_started()
+    return await session.run_control(session.env.checkpoint, name)
+
+
 # -- sessions ---------------------------------------------------------------------------------------------
 def session_info(session: Session, with_token: bool = False) -> dict[str, Any]:
     info = {"session_id": session.id, "kind": session.kind, **session.env.session_info}
@@ -214,6 +226,20 @@ async def create_session(mode: Literal["tools", "code"] | None = Body(None, embe
     its state advertises (one tool per call, or CodeAct)."""
     session = await server.sessions.create("api", mode=mode)
     return session_info(session, with_token=True)
+
+
+@router.post("/sessions/{session_id}/fork", dependencies=CONTROL)
+async def fork_session(session_id: str, n: Any = Body(..., embed=True),
+                       server: HciServer = Depends(get_server)) -> dict[str, Any]:
+    """``n`` new sessions whose desktops are live copies of this session's as it is now (a forkable desktop:
+    ``serve --desktop forkable``), each with its own agent account, token and MCP path."""
+    return await do_fork(server, server.sessions.get(session_id), n)
+
+
+async def do_fork(server: HciServer, session: Session, n: Any) -> dict[str, Any]:
+    await session.ensure_started()
+    copies = await server.sessions.fork(session, n)
+    return {"sessions": [session_info(copy, with_token=True) for copy in copies]}
 
 
 @router.get("/sessions", dependencies=CONTROL)
@@ -271,7 +297,7 @@ async def _send_error(ws: WebSocket, message: str, code: str, **extra: Any) -> N
 
 
 _WS_FIELDS = {"reset": {"type", "data"}, "step": {"type", "data"}, "state": {"type"}, "close": {"type"},
-              "mcp": {"type", "data"}}
+              "mcp": {"type", "data"}, "fork": {"type", "data"}}
 
 
 async def _serve_ws(ws: WebSocket, server: HciServer, session: Session) -> None:
@@ -314,6 +340,11 @@ async def _serve_ws(ws: WebSocket, server: HciServer, session: Session) -> None:
                 reply = {"type": "observation", "data": _ws_observation(obs)}
             elif kind == "state":
                 reply = {"type": "state", "data": env.state.model_dump()}
+            elif kind == "fork":
+                data = message.get("data") or {}
+                if not isinstance(data, dict) or set(data) != {"n"}:
+                    raise InvalidActionError("fork data must be {\"n\": copies}", field="data")
+                reply = {"type": "fork", "data": await do_fork(server, session, data["n"])}
             else:  # mcp
                 reply = {"type": "mcp", "data": await tools_jsonrpc(session, message.get("data"))}
         except HciEnvsError as exc:

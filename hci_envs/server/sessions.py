@@ -179,6 +179,47 @@ class SessionManager:
                 self.default_id = session.id
         return session
 
+    async def fork(self, source: Session, n: int) -> list[Session]:
+        """``n`` new sessions whose desktops are live copies of ``source``'s (see Environment.fork), each with its
+        own agent account, token and MCP path; they count against ``max_sessions`` (:class:`CapacityError` when
+        they would not fit). All or nothing."""
+        from ..env.forking import check_count
+
+        check_count(n)
+        async with self._lock:
+            active = len(self._sessions) + self._starting
+            if active + n > self.max_sessions:
+                raise CapacityError(
+                    f"a fork to {n} needs {n} free sessions: {active}/{self.max_sessions} are active",
+                    active_sessions=active, max_sessions=self.max_sessions)
+            self._starting += n
+        envs: list[Any] = []
+        made: list[Session] = []
+        try:
+            for _ in range(n):
+                try:
+                    envs.append(await anyio.to_thread.run_sync(self._factory))
+                except OSError as exc:
+                    raise StorageError.translate(exc, "making a session") or exc from exc
+            await source.run_control(source.env.fork_into, envs)
+            for env in envs:
+                token = new_token() if self._agent_tokens else None
+                session = Session(uuid.uuid4().hex[:12], env, "api", token, mode=source.mode,
+                                  concurrency=self.concurrency, max_queued=self.max_queued)
+                self.setup(session)
+                made.append(session)
+        except BaseException:
+            for env in envs:
+                await anyio.to_thread.run_sync(env.close)
+            raise
+        finally:
+            async with self._lock:
+                self._starting -= n
+        async with self._lock:
+            for session in made:
+                self._sessions[session.id] = session
+        return made
+
     def get(self, session_id: str) -> Session:
         session = self._sessions.get(session_id)
         if session is None or session.closed:

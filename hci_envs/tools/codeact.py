@@ -140,7 +140,8 @@ class CodeRunner:
         # The worker runs as the agent: an escape from the namespace gains nothing the agent's apps do not
         # have. An environment that gives the agent no programs (no bash, no python) gives CodeAct none
         # either: its worker cannot exec, fork, open sockets or write files (see interpreter_worker).
-        runner = Interpreter(codeact=True, env=desktop.app_env(), cwd=str(home), spawn=desktop.spawn_agent,
+        runner = Interpreter(codeact=True, env=desktop.app_env(), cwd=desktop.agent_path(home),
+                             spawn=desktop.spawn_agent,
                              contained=self.contained)
         runner.define("".join(function_source(spec) for spec in self._tools().values()))
         self._runner = runner
