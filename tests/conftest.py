@@ -57,7 +57,7 @@ def need_programs(*programs: str) -> None:
 
 
 #: The tiers, in the order CI runs them (hci_envs/ops/bootstrap.py); registered in pyproject.toml.
-TIERS = ("fake", "x11", "apps", "browser", "osworld", "docker", "ray", "vllm")
+TIERS = ("fake", "x11", "fork", "apps", "browser", "osworld", "docker", "ray", "vllm")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects: a test with no tier would otherwise never run in any tier

@@ -453,3 +453,35 @@ def test_without_ray_the_error_names_the_extra():
               "try:\n    DesktopPool(size=1)\nexcept MissingDependencyError as exc:\n    print(exc)\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
     assert "pip install 'hci-envs[ray]'" in out.stdout, out.stdout + out.stderr
+
+
+@pytest.mark.ray
+def test_a_claimed_desktop_forks_into_sessions_of_its_node(cluster):
+    """A pool of forkable desktops (room for two more sessions each): a claim forks, and its copies are clients
+    of sessions of their own on the same node, which end when they close."""
+    from hci_envs.fork import fork_unavailable
+
+    why = fork_unavailable()
+    need(why is None, f"forking: {why}")
+    with DesktopPool(env="workstation", size=1, spares=0, desktop="forkable", max_sessions=3, apps=["xterm"],
+                     agent_tokens=True, screen_size=(800, 600)) as pool:
+        env = pool.claim()
+        try:
+            env.reset()
+            env.call_tool("bash", command="echo pooled > f.txt")
+            before = env.call_tool("screenshot").screenshot.to_numpy()
+            copies = env.fork(2)
+            try:
+                for copy in copies:
+                    assert copy.session["agent_token"] and copy.base_url == env.base_url
+                    assert copy.call_tool("bash", command="cat f.txt").observation.data["stdout"] == "pooled\n"
+                    assert (copy.call_tool("screenshot").screenshot.to_numpy() == before).all()
+                    assert copy.state().session_id != env.state().session_id
+            finally:
+                for copy in copies:
+                    copy.close()
+            sessions = httpx.get(f"{env.base_url}/sessions", trust_env=False,
+                                 headers={"Authorization": f"Bearer {env.control_token}"}).json()
+            assert [s["session_id"] for s in sessions] == ["default"]
+        finally:
+            pool.release(env)

@@ -2,7 +2,9 @@
 
     python3 -m hci_envs up [serve options]   system packages + .venv + `hci-envs serve` (URLs printed)
     python3 -m hci_envs test [pytest args]   everything the tests need, then the whole suite, strictly
-    python3 -m hci_envs install [--test] [--agent-accounts N]     only the installation step
+    python3 -m hci_envs install [--test] [--fork] [--agent-accounts N]     only the installation step
+
+``--fork`` (included in ``--test``) also fetches Debian 13's CRIU for forking running desktops (hci_envs.fork).
 
 System packages come from apt (as root, or through sudo). Python packages go into ``.venv`` next to
 pyproject.toml, on the system's Python where there is one (agent accounts can run it; a Python under
@@ -73,6 +75,8 @@ TEST_APT = ["chromium", "mousepad", "xdotool", "scrot", "imagemagick", "debootst
             "x11-xserver-utils", "libreoffice-writer", "libreoffice-calc", "libreoffice-impress",
             "libreoffice-gtk3", "vlc", "gimp", "pcmanfm", "galculator", "python3-gi", "gir1.2-gtk-3.0",
             "python3-pyatspi", "zip", "unzip", "file", "sqlite3", "tigervnc-viewer"]
+#: What forking a running desktop needs besides CRIU itself (which CRIU calls while it dumps a namespace).
+FORK_APT = ["iproute2", "iptables", "util-linux", "debootstrap"]
 #: Agent accounts created by default: one per live session (a server's --max-sessions must not exceed it).
 AGENT_ACCOUNTS = 64
 #: Agent accounts are named NAME-N, one name per account (what their programs see of their user is NAME: see
@@ -363,10 +367,19 @@ def protect_private_files(root: Path = ROOT) -> list[str]:
     return changed
 
 
-def install(test: bool, agent_accounts: int = AGENT_ACCOUNTS) -> Path:
+def ensure_criu() -> None:
+    """Debian 13's CRIU in its own tree (hci_envs.fork.criu), unless a CRIU 4.1+ is there already."""
+    from hci_envs.fork.criu import fetch
+
+    fetch(log=log)
+
+
+def install(test: bool, agent_accounts: int = AGENT_ACCOUNTS, fork: bool = False) -> Path:
     start = time.monotonic()
-    apt_install(RUNTIME_APT + (TEST_APT if test else []))
+    fork = fork or test
+    apt_install(RUNTIME_APT + (TEST_APT if test else []) + (FORK_APT if fork else []))
     ensure_agent_accounts(agent_accounts)
+    criu = _in_background(ensure_criu) if fork else None
     python = ensure_venv("test" if test else "server")
     ensure_osworld_guest(python)
     if test:
@@ -377,6 +390,8 @@ def install(test: bool, agent_accounts: int = AGENT_ACCOUNTS) -> Path:
         build_images(python)
         osworld()
         vllm()
+    if criu is not None:
+        criu()
     changed = protect_private_files()
     if changed:
         log(f"made private to {pwd.getpwuid(os.geteuid()).pw_name}: {', '.join(changed)} (task answers)")
@@ -391,7 +406,7 @@ def install(test: bool, agent_accounts: int = AGENT_ACCOUNTS) -> Path:
 #: machine is busy is a defect, not a flake to retry. The second holds what runs no desktop here: the fake tier
 #: (no X, little CPU) and the Docker tier (its desktops are in containers, and its tests spend most of their time
 #: on image builds, container starts and health checks).
-LANES = (("x11", "apps", "osworld", "browser", "ray", "vllm"), ("fake", "docker"))
+LANES = (("x11", "fork", "apps", "osworld", "browser", "ray", "vllm"), ("fake", "docker"))
 #: A tier that starts only once another one has ended: the Docker tier starts a Ray cluster too (a pool of
 #: containers, tests/test_cluster.py), and two local clusters would contend for the same two cores. And the
 #: browser tier's pages load many files at once, which chromium aborts (ERR_NETWORK_CHANGED) whenever the machine's
@@ -513,10 +528,12 @@ def main(argv: list[str] | None = None) -> int:
         if "-h" in rest or "--help" in rest:
             print(__doc__)
             return 0
-        accounts, test, options = AGENT_ACCOUNTS, False, iter(rest)
+        accounts, test, fork, options = AGENT_ACCOUNTS, False, False, iter(rest)
         for option in options:  # checked before anything is installed: a typo must not install the wrong set
             if option == "--test":
                 test = True
+            elif option == "--fork":
+                fork = True
             elif option == "--agent-accounts":
                 try:
                     accounts = int(next(options))
@@ -526,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print(f"unknown install option {option!r}\n{__doc__}", file=sys.stderr)
                 return 2
-        install(test=test, agent_accounts=accounts)
+        install(test=test, agent_accounts=accounts, fork=fork)
         return 0
     if command == "up":
         python = install(test=False)

@@ -1,0 +1,504 @@
+"""Forking a running desktop (hci_envs.fork): live copies of one moment, with real apps, real CRIU and real
+agent accounts. Each copy must show the source's screen at the fork, hold its processes, home, clipboard and
+pointer, run as ids of its own, and then go its own way; the source goes on unchanged."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import need, need_programs
+from helpers import ANIMATE, wait_until
+
+from hci_envs.errors import ConfigError, ForkError
+from hci_envs.protocol import AppState, StartState
+
+pytestmark = pytest.mark.fork
+
+SIZE = (1024, 700)
+#: The animation, top right (its box is left out of the screen comparisons: it moves on after the fork).
+ANIMATION_BOX = (724, 0, 1024, 200)
+ANIMATION = AppState(command=["python3", "-c", ANIMATE.read_text(), "300", "200", "16", "724", "0"], name="animation")
+XTERM = AppState(command=["xterm", "-geometry", "60x8+0+560"], name="xterm")
+MOUSEPAD = AppState(command=["mousepad"], name="mousepad")
+#: GTK's cursor does not blink in these homes: a blink between two screenshots is not a difference of state.
+GTK_SETTINGS = "[Settings]\ngtk-cursor-blink=false\n"
+
+
+@pytest.fixture(scope="module")
+def forkable() -> None:
+    from hci_envs.fork import fork_unavailable
+
+    need_programs("Xvfb", "openbox", "mousepad", "xterm")
+    why = fork_unavailable()
+    need(why is None, f"forking: {why}")
+
+
+class Accounts:
+    """Agent accounts leased from the machine's pool (the real ones), each with a home of its own."""
+
+    def __init__(self) -> None:
+        from hci_envs.sandbox.accounts import account_pool
+
+        self._pool = account_pool()
+        self.leases: list = []
+        self.homes: list[Path] = []
+
+    def take(self, n: int) -> tuple[list, list[Path]]:
+        import tempfile
+
+        leases = [self._pool.lease() for _ in range(n)]
+        homes = []
+        for lease in leases:
+            home = Path(tempfile.mkdtemp(prefix="hci-envs-fork-home-"))
+            os.chown(home, lease.account.uid, lease.account.gid)
+            homes.append(home)
+        self.leases += leases
+        self.homes += homes
+        return [lease.account for lease in leases], homes
+
+    def release(self) -> None:
+        import shutil
+
+        for lease in self.leases:
+            lease.release()
+        for home in self.homes:
+            shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture
+def accounts(forkable: None) -> Iterator[Accounts]:
+    held = Accounts()
+    try:
+        yield held
+    finally:
+        held.release()
+
+
+@pytest.fixture
+def desktops() -> Iterator[list]:
+    """Every desktop a test makes, closed at its end whatever happened."""
+    made: list = []
+    try:
+        yield made
+    finally:
+        for desktop in made:
+            desktop.close()
+
+
+def start(accounts: Accounts, desktops: list, apps: list[AppState]):
+    from hci_envs.fork import ForkableDesktop
+
+    [account], [home] = accounts.take(1)
+    settings = home / ".config" / "gtk-3.0" / "settings.ini"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(GTK_SETTINGS)
+    subprocess.run(["chown", "-R", f"{account.uid}:{account.gid}", str(home)], check=True)
+    desktop = ForkableDesktop(StartState(width=SIZE[0], height=SIZE[1], apps=apps), home=str(home), account=account)
+    desktops.append(desktop)
+    return desktop.start()
+
+
+def fork(source, accounts: Accounts, desktops: list, n: int) -> list:
+    copy_accounts, homes = accounts.take(n)
+    copies = source.fork(n, accounts=copy_accounts, homes=[str(h) for h in homes])
+    desktops.extend(copies)
+    return copies
+
+
+def screen(desktop) -> np.ndarray:
+    frame = desktop.screen.grab(0, 0, *SIZE)
+    return np.frombuffer(frame.data, np.uint8).reshape(SIZE[1], SIZE[0], -1)[:, :, :3]
+
+
+def differing(a: np.ndarray, b: np.ndarray) -> int:
+    """Pixels that differ between two screens, the animation's box left out."""
+    differs = (a != b).any(axis=2)
+    left, top, right, bottom = ANIMATION_BOX
+    differs[top:bottom, left:right] = False
+    return int(differs.sum())
+
+
+def focus(desktop, window_class: str) -> None:
+    """Give the keyboard to the window of ``window_class`` (and wait until the window manager did)."""
+    window = next(w for w in desktop.windows() if window_class in desktop.input.window_class(w))
+    assert wait_until(lambda: (desktop.input.activate(window), desktop.input.focused_class() == window_class)[1], 10)
+
+
+def typed(desktop, text: str) -> None:
+    desktop.input.type_keys(text)
+    desktop.input.delivered()
+
+
+def uids_of(desktop) -> set[int]:
+    return {os.stat(f"/proc/{pid}").st_uid for pid in desktop.processes_inside().values()
+            if os.path.exists(f"/proc/{pid}")}
+
+
+def test_four_copies_show_the_moment_then_each_goes_its_own_way(accounts, desktops):
+    source = start(accounts, desktops, [XTERM, ANIMATION, MOUSEPAD])
+    (Path(source.home) / "before.txt").write_text("in the home before the fork\n")
+    focus(source, "Mousepad")
+    typed(source, "unsaved text, typed before the fork ✓")
+    time.sleep(0.5)  # drawn
+    before_processes = sorted(source.processes_inside())
+    before_screen = screen(source)
+
+    copies = fork(source, accounts, desktops, 4)
+    screens = [screen(copy) for copy in copies]
+    for copy, shown in zip(copies, screens):
+        assert differing(before_screen, shown) == 0, f"copy {copy.display} does not show the source's screen"
+        assert sorted(copy.processes_inside()) == before_processes  # every process, under the same pids inside
+        assert copy.health().ok and copy.quick_failure() is None
+    assert differing(before_screen, screen(source)) == 0, "the fork changed the source's screen"
+
+    # each its own ids: the copy's account for its agent and a root of its own, none of the source's
+    source_uids = uids_of(source)
+    for copy in copies:
+        assert uids_of(copy) == {copy.tree.root_uid, copy.account.uid}
+        assert not uids_of(copy) & source_uids
+        home = Path(copy.home)
+        assert (home / "before.txt").read_text() == "in the home before the fork\n"
+        assert (home / "before.txt").stat().st_uid == copy.account.uid
+
+    # each copy's shell writes in its own home only, as its own agent; the source's too
+    for name, desktop in [("source", source), *((f"copy-{i}", c) for i, c in enumerate(copies))]:
+        focus(desktop, "XTerm")
+        typed(desktop, f"echo {name} > ~/typed.txt\n")
+    for name, desktop in [("source", source), *((f"copy-{i}", c) for i, c in enumerate(copies))]:
+        written = Path(desktop.home) / "typed.txt"
+        assert wait_until(lambda: written.exists() and written.read_text() == f"{name}\n", 20), \
+            f"{name}: {written.read_text() if written.exists() else 'nothing written'}"
+        assert written.stat().st_uid == desktop.account.uid
+
+    # and their editors diverge: each shows what was typed into it, none the others'
+    for i, desktop in enumerate([source, *copies]):
+        focus(desktop, "Mousepad")
+        typed(desktop, f" and then {'X' * (i + 1)}")
+    time.sleep(0.5)
+    after = [screen(d) for d in [source, *copies]]
+    for i in range(len(after)):
+        for j in range(i + 1, len(after)):
+            assert differing(after[i], after[j]) > 0, f"desktops {i} and {j} show the same after typing apart"
+
+
+@pytest.mark.parametrize("app, act", [
+    ("writer", "type"), ("chromium", "scroll"),
+])
+def test_an_office_document_mid_edit_and_a_scrolled_page_fork_as_they_are(accounts, desktops, app, act):
+    """LibreOffice Writer with typed, unsaved text; chromium scrolled down a long page: each copy shows the
+    moment, then goes its own way."""
+    long_page = ("data:text/html,<body style='font:40px sans-serif'>" +
+                 "".join(f"<p>line {i}</p>" for i in range(200)) + "</body>")
+    commands = {"writer": ["libreoffice", "--writer", "--norestore", "--nologo"],
+                "chromium": ["chromium", "--no-sandbox", "--no-first-run", "--user-data-dir={home}/.chromium",
+                             "--window-position=0,0", f"--window-size={SIZE[0]},{SIZE[1]}", long_page]}
+    need_programs(commands[app][0])
+    source = start(accounts, desktops, [AppState(command=commands[app], timeout=90)])
+    time.sleep(3)  # first paint done, the office's tip of the day or the browser's infobar shown
+    if act == "type":
+        source.input.key_down("Escape")  # the tip of the day's dialog, if any, goes
+        source.input.key_up("Escape")
+        time.sleep(0.5)
+        typed(source, "A document mid-edit, never saved.")
+    else:
+        source.input.move(SIZE[0] // 2, SIZE[1] // 2)
+        for _ in range(10):
+            source.input.scroll(0, 5)
+    time.sleep(1.5)
+    before = screen(source)
+    copies = fork(source, accounts, desktops, 2)
+    for copy in copies:
+        assert differing(before, screen(copy)) == 0, f"{app}: copy {copy.display} is not the moment"
+    typed(copies[0], " One way.") if act == "type" else copies[0].input.scroll(0, -20)
+    time.sleep(1)
+    assert differing(screen(copies[0]), screen(copies[1])) > 0
+    assert differing(before, screen(copies[1])) == 0 and differing(before, screen(source)) == 0
+
+
+def test_the_clipboard_and_the_pointer_come_with_the_copies(accounts, desktops):
+    source = start(accounts, desktops, [XTERM])
+    source.events.set_clipboard("carried over ✓ 你好")
+    source.input.move(321, 123)
+    copies = fork(source, accounts, desktops, 2)
+    for desktop in [source, *copies]:
+        assert desktop.input.pointer() == (321, 123)
+        assert desktop.events.get_clipboard() == "carried over ✓ 你好"
+    copies[0].events.set_clipboard("only in the first copy")
+    assert copies[1].events.get_clipboard() == "carried over ✓ 你好"
+    assert source.events.get_clipboard() == "carried over ✓ 你好"
+
+
+def test_a_copy_serves_vnc_and_the_sources_viewers_come_back(accounts, desktops):
+    from rfb_client import RfbClient
+
+    source = start(accounts, desktops, [XTERM])
+    source.vnc_socket()
+    [copy] = fork(source, accounts, desktops, 1)
+    for desktop in (copy, source):
+        import socket
+
+        sock = socket.socket(socket.AF_UNIX)
+        sock.connect(str(desktop.vnc_socket()))
+        from rfb_client import _SocketIO
+
+        client = RfbClient(_SocketIO(sock), None)
+        try:
+            assert (client.width, client.height) == SIZE
+        finally:
+            client.close()
+
+
+def test_a_copy_cannot_reach_the_source(accounts, desktops):
+    """From inside a copy, the source's home and display socket are not there, and its own display is its own."""
+    source = start(accounts, desktops, [XTERM])
+    [copy] = fork(source, accounts, desktops, 1)
+    probe = textwrap.dedent(f"""
+        import os, socket
+        seen = []
+        for path in ({str(source.home)!r}, {str(source.tree.folder)!r}, "/run/hci-envs",
+                     "/proc/{source.tree.pid1}/root"):
+            seen.append(f"{{path}}: {{os.path.exists(path)}}")
+        s = socket.socket(socket.AF_UNIX)
+        try:
+            s.connect({str(source.tree.folder / 'x11' / 'X5')!r})
+            seen.append("source socket: reached")
+        except OSError as exc:
+            seen.append(f"source socket: {{type(exc).__name__}}")
+        seen.append("X sockets: " + " ".join(sorted(os.listdir("/tmp/.X11-unix"))))
+        open(os.path.expanduser("~/seen.txt"), "w").write("\\n".join(seen))
+    """)
+    copy.spawn_agent("probe", ["python3", "-c", probe]).wait(30)
+    seen = (Path(copy.home) / "seen.txt").read_text().splitlines()
+    assert seen == [f"{source.home}: False", f"{source.tree.folder}: False", "/run/hci-envs: False",
+                    f"/proc/{source.tree.pid1}/root: False", "source socket: FileNotFoundError", "X sockets: X5"]
+
+
+def test_bad_requests_and_a_desktop_that_cannot_be_dumped_fork_nothing(accounts, desktops):
+    source = start(accounts, desktops, [XTERM])
+    for n in (0, 17, True, "2", 1.5):
+        with pytest.raises(ConfigError):
+            source.fork(n, accounts=[], homes=[])
+    copy_accounts, homes = accounts.take(2)
+    with pytest.raises(ConfigError):
+        source.fork(2, accounts=copy_accounts[:1], homes=[str(h) for h in homes])
+    trees = set(os.listdir("/run/hci-envs/fork/trees"))
+    # an app of the tree with a listening TCP socket: CRIU 4.1 cannot dump it on this kernel (SO_PASSCRED)
+    listener = source.launch(AppState(command=["python3", "-c", "import socket, time\n"
+                                               "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+                                               "open('listening', 'w').close(); time.sleep(3600)"],
+                                      name="listener", wait_for_window=False))
+    assert wait_until((Path(source.home) / "listening").exists, 10)
+    (Path(source.home) / "listening").unlink()
+    with pytest.raises(ForkError) as failed:
+        source.fork(2, accounts=copy_accounts, homes=[str(h) for h in homes])
+    assert failed.value.details["reason"] == "dump failed" and "CRIU" in failed.value.message
+    assert set(os.listdir("/run/hci-envs/fork/trees")) == trees, "a failed fork left a copy's folder"
+    assert all(not any(h.iterdir()) for h in homes), "a failed fork filled a copy's home"
+    assert source.health().ok and screen(source).any()
+    listener.kill()
+    assert wait_until(lambda: listener.poll() is not None, 10)
+    # a command attached to the server by its pipes (a tool's shell) cannot be in a dump: the fork ends it
+    command = source.spawn_agent("command", ["sleep", "600"], stdout=subprocess.PIPE)
+    [copy] = source.fork(1, accounts=copy_accounts[:1], homes=[str(homes[0])])
+    desktops.append(copy)
+    assert copy.health().ok and wait_until(lambda: command.poll() is not None, 10)
+    command.stdout.close()
+    source.close()
+    with pytest.raises(ForkError):
+        source.fork(1, accounts=copy_accounts[1:], homes=[str(homes[1])])
+
+
+# -- the environment, the server, the clients ------------------------------------------------------------------
+#: A task whose checker reads the home: each copy is scored on its own home.
+TASK = {"id": "fork-answer", "instruction": "write the answer",
+        "start_state": {"width": SIZE[0], "height": SIZE[1], "apps": [{"command": ["mousepad"]}]},
+        "home_files": {".config/gtk-3.0/settings.ini": GTK_SETTINGS},
+        "checker": {"type": "file", "path": "answer.txt", "matches": "^right$"}}
+
+
+def shown(client) -> np.ndarray:
+    """The screen a client's screenshot tool shows, as pixels."""
+    return np.asarray(client.call_tool("screenshot").screenshot.to_pil().convert("RGB"))
+
+
+def watch(server, vnc_url: str):
+    """A viewer of a session's desktop, through the server's VNC relay (the page's WebSocket path)."""
+    import urllib.parse
+
+    from rfb_client import RfbClient
+
+    path = urllib.parse.parse_qs(urllib.parse.urlsplit(vnc_url).query)["path"][0]
+    viewer = RfbClient.websocket(server.base_url.replace("http", "ws", 1) + "/" + path)
+    assert (viewer.width, viewer.height) == SIZE
+    return viewer
+
+
+def test_a_workstation_on_a_forkable_desktop_passes_check_env(forkable):
+    from hci_envs.env.env_checker import check_env
+    from hci_envs.traits import WorkstationEnv
+
+    assert check_env(WorkstationEnv, desktop="forkable")["ok"]
+
+
+def _conformance() -> dict[str, type]:
+    """Each trait's conformance mixin on a forkable desktop: its tools work as on any desktop."""
+    from hci_envs.traits import WorkstationEnv
+    from hci_envs.traits.testing import conformance_classes
+
+    return {f"{name}OnAForkableDesktop": pytest.mark.fork(cls)
+            for name, cls in conformance_classes(WorkstationEnv, desktop="forkable").items()}
+
+
+globals().update(_conformance())
+
+
+def test_an_environment_forks_into_environments_of_their_own(forkable):
+    from hci_envs.traits import WorkstationEnv
+
+    env = WorkstationEnv(start_state={"width": SIZE[0], "height": SIZE[1], "apps": [MOUSEPAD.model_dump()]},
+                         desktop="forkable")
+    copies: list = []
+    try:
+        env.reset(task=TASK)
+        env.call_tool("bash", {"command": "echo kept > kept.txt; cd /tmp && echo in-tmp > t"})
+        env.call_tool("type_text", {"text": "typed before the fork"})
+        copies = env.fork(2)
+        for copy in copies:
+            assert copy.state.task == "fork-answer" and copy.state.episode_id != env.state.episode_id
+            assert copy.account is not None and copy.account.uid not in (env.account.uid,)
+            assert copy.call_tool("bash", {"command": "cat kept.txt /tmp/t"}).data["stdout"] == "kept\nin-tmp\n"
+        copies[0].call_tool("bash", {"command": "echo right > answer.txt"})
+        copies[1].call_tool("bash", {"command": "echo wrong > answer.txt"})
+        assert [c.score().passed for c in copies] == [True, False]
+        assert not env.score().passed  # the source wrote nothing
+        # the agent's Python starts again in a copy (its worker's pipes were the source's), state lost but working
+        assert copies[0].call_tool("python", {"code": "print(6 * 7)"}).data["stdout"] == "42\n"
+        # a warm reset leaves nothing of the agent's in the desktop's own /tmp
+        env.reset()
+        assert env.call_tool("bash", {"command": "cat /tmp/t"}).data["exit_code"] != 0
+    finally:
+        for copy in copies:
+            copy.close()
+        env.close()
+
+
+def test_a_checkpoint_is_a_moment_to_return_to_again_and_again(forkable):
+    from hci_envs.errors import ConfigError as Refused
+    from hci_envs.traits import WorkstationEnv
+
+    env = WorkstationEnv(start_state={"width": SIZE[0], "height": SIZE[1], "apps": [MOUSEPAD.model_dump()]},
+                         desktop="forkable")
+    try:
+        env.reset(task=TASK)
+        env.call_tool("type_text", {"text": "the moment"})
+        env.call_tool("bash", {"command": "echo then > answer.txt"})
+        env.call_tool("mouse_move", {"x": 200, "y": 300})
+        time.sleep(0.3)
+        then = screen(env.desktop)
+        kept = env.checkpoint("then")
+        assert kept["name"] == "then" and kept["bytes"] > 0 and kept["frozen_seconds"] <= kept["seconds"]
+        for round_ in range(2):
+            env.call_tool("type_text", {"text": f" and more, round {round_}"})
+            env.call_tool("bash", {"command": "echo right > answer.txt; touch later.txt"})
+            assert env.score().passed
+            time.sleep(0.3)
+            assert differing(then, screen(env.desktop)) > 0
+            env.reset(checkpoint="then")
+            assert differing(then, screen(env.desktop)) == 0, f"round {round_}: not the moment's screen"
+            assert env.desktop.input.pointer() == (200, 300)
+            assert env.call_tool("bash", {"command": "cat answer.txt; ls"}).data["stdout"].split() == \
+                ["then", "answer.txt"]
+            assert env.state.task == "fork-answer" and not env.score().passed
+        with pytest.raises(Refused):
+            env.reset(checkpoint="never taken")
+    finally:
+        env.close()
+
+
+def test_a_server_session_forks_over_the_websocket_and_http(forkable, tmp_path):
+    import httpx
+    from helpers import McpClient, ServerProcess
+
+    from hci_envs.client import HciEnvClient
+
+    with ServerProcess("--env", "workstation", "--desktop", "forkable", "--app", "mousepad",
+                       "--episodes-dir", str(tmp_path / "episodes"),
+                       "--max-sessions", "4", "--agent-tokens", "--size", f"{SIZE[0]}x{SIZE[1]}") as server:
+        with HciEnvClient(server.base_url) as client:
+            client.reset(task=TASK)
+            client.call_tool("type_text", text="typed before the fork")
+            time.sleep(0.3)
+            before = shown(client)
+            viewer = watch(server, client.state().vnc_url)  # a person watches the source over VNC
+            copies = client.fork(2)
+            try:
+                # the viewer's relay ended with the source's x11vnc (it cannot be in the dump); it comes back
+                with pytest.raises(Exception):
+                    for _ in range(100):
+                        viewer.io.recv_exact(1)
+                frames = []
+                for url in (client.state().vnc_url, *(c.session["vnc_url"] for c in copies)):
+                    again = watch(server, url)
+                    frames.append(np.asarray(again.full_frame()))  # x11vnc draws the pointer in: frames alike
+                    again.io.close()
+                assert all(differing(frames[0], frame) == 0 for frame in frames[1:])
+                assert differing(before, frames[0]) < 32 * 32, "the source's viewer sees another screen"
+                sessions = {c["session_id"] for c in httpx.get(f"{server.base_url}/sessions").json()}
+                assert {c.session["session_id"] for c in copies} <= sessions
+                tokens = {c.session["agent_token"] for c in copies}
+                assert len(tokens) == 2 and None not in tokens
+                for copy in copies:
+                    assert differing(before, shown(copy)) == 0
+                    with McpClient(copy.session["mcp_url"], token=copy.session["agent_token"]) as mcp:
+                        names = {t.name for t in mcp.list_tools()}
+                        assert "bash" in names and not {"fork", "reset", "snapshot"} & names
+                # a copy records like any session: its agent's actions, in the same format
+                recording = f"{server.base_url}/sessions/{copies[1].session['session_id']}/recording"
+                assert httpx.post(recording, json={"command": "start", "source": "agent", "video": False},
+                                  timeout=60).status_code == 200
+                copies[1].call_tool("type_text", text=" recorded in a copy")
+                stopped = httpx.post(recording, json={"command": "stop"}, timeout=60).json()
+                steps = [json.loads(line) for line in
+                         (Path(stopped["path"]) / "actions.jsonl").read_text().splitlines()]
+                assert [s["action"]["type"] for s in steps] == ["type_text"], steps
+                copies[0].call_tool("bash", command="echo right > answer.txt")
+                assert [c.score()["success"] for c in copies] == [True, False]
+                assert client.score()["success"] is False
+
+                # bad requests are typed errors, over HTTP and the WebSocket; a fork past capacity forks nothing
+                for n in (0, 17, "two", None):
+                    reply = httpx.post(f"{server.base_url}/sessions/{client.state().session_id}/fork", json={"n": n})
+                    assert reply.status_code in (400, 422), reply.text
+                assert httpx.post(f"{server.base_url}/sessions/nope/fork", json={"n": 1}).status_code == 404
+                from hci_envs.errors import CapacityError
+
+                with pytest.raises(CapacityError):
+                    client.fork(1)  # the default session, this one and two copies: four of four
+                with pytest.raises(ConfigError):
+                    client.fork(0)
+                assert len(httpx.get(f"{server.base_url}/sessions").json()) == 4
+            finally:
+                for copy in copies:
+                    copy.close()
+            assert not {c.session["session_id"] for c in copies} & \
+                {c["session_id"] for c in httpx.get(f"{server.base_url}/sessions").json()}
+            # and over plain HTTP, after the copies were closed
+            reply = httpx.post(f"{server.base_url}/sessions/{client.state().session_id}/fork", json={"n": 1})
+            assert reply.status_code == 200, reply.text
+            [made] = reply.json()["sessions"]
+            assert made["agent_token"] and f"/sessions/{made['session_id']}/mcp" in made["mcp_url"]
+            assert httpx.delete(f"{server.base_url}/sessions/{made['session_id']}").status_code == 200
+            # a checkpoint over HTTP, returned to over the WebSocket
+            client.checkpoint("here")
+            client.call_tool("bash", command="echo right > answer.txt")
+            assert client.score()["success"]
+            client.reset(checkpoint="here")
+            assert not client.score()["success"]
