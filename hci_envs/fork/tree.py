@@ -138,10 +138,23 @@ def _program(name: str) -> str:
     return found
 
 
+def fork_dir() -> Path:
+    """The run directory's folder of forkable desktops. A tree's pid 1 reaches its root and its socket folder
+    through it as the tree's own root uid, not the host's: it and the run directory let anyone through
+    (0711, whatever the umask was when they were made), and what is in them keeps its own modes."""
+    folder = run_dir() / "fork"
+    folder.mkdir(parents=True, exist_ok=True)
+    for place in (run_dir(), folder):
+        mode = place.stat().st_mode
+        if mode & 0o011 != 0o011:
+            place.chmod(mode | 0o011)
+    return folder
+
+
 def skeleton() -> Path:
     """The root every tree pivots into, and CRIU's ``--root`` at a restore: mountpoints only (every tree's
     mounts are its own), made once per machine."""
-    root = run_dir() / "fork" / "root"
+    root = fork_dir() / "root"
     marker = root / ".hci-envs-skeleton-1"
     if marker.exists():
         return root
@@ -156,7 +169,6 @@ def skeleton() -> Path:
         if folder.is_dir() and not folder.is_symlink():
             folder.chmod(0o755)
     (fresh / marker.name).touch()
-    fresh.parent.chmod(0o755)
     try:
         fresh.rename(root)
     except OSError as exc:  # another server made it meanwhile
@@ -170,7 +182,7 @@ def tree_folder(owner: int) -> Path:
     """A host folder for one tree (its display socket's folder, bound in): its root's alone (``owner``), 0700,
     since the X server inside takes any client that reaches its socket; the folder above it only lets its
     owners through. The watchdog removes it if the server dies."""
-    trees = run_dir() / "fork" / "trees"
+    trees = fork_dir() / "trees"
     trees.mkdir(parents=True, exist_ok=True)
     trees.chmod(0o711)
     folder = temporary_dir("tree-", parent=trees)

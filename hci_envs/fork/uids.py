@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from ..errors import CapacityError
-from ..sandbox.accounts import run_dir
+from .tree import fork_dir
 
 #: The range: far above the machine's users and the agent accounts, below the 32-bit overflow ids.
 FIRST, COUNT = 3_900_000, 4096
@@ -30,7 +30,7 @@ class UidLease:
 
 
 def _folder() -> Path:
-    folder = run_dir() / "fork" / "uids"
+    folder = fork_dir() / "uids"
     folder.mkdir(parents=True, mode=0o700, exist_ok=True)
     return folder
 
