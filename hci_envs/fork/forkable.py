@@ -100,9 +100,9 @@ class ForkableDesktop(Desktop):
         files = {"openbox.xml": config.read_text().replace(str(menu), f"{STATE}/openbox-menu.xml"),
                  "openbox-menu.xml": menu.read_text(), "xresources": X_RESOURCES.read_text()}
         c = self.state
-        self._took(DesktopTree.launch(tree_folder(self._root_uid), root_uid=self._root_uid, agent_uid=self._agent_uid,
-                                      agent_gid=self._agent_gid, home=Path(self.home), dpi=self.dpi,
-                                      screen=f"{c.width}x{c.height}x{c.depth}", files=files,
+        self._took(DesktopTree.launch(tree_folder(self._root_uid), root_uid=self._root_uid,
+                                      agent_uid=self._agent_uid, agent_gid=self._agent_gid, home=Path(self.home),
+                                      dpi=self.dpi, screen=f"{c.width}x{c.height}x{c.depth}", files=files,
                                       timeout=self.start_timeout))
 
     def _took(self, tree: DesktopTree) -> None:
@@ -117,14 +117,17 @@ class ForkableDesktop(Desktop):
         return ["-noshm"]  # the X server is in an IPC namespace of its own: it cannot attach x11vnc's segments
 
     def _start_accessibility_bus(self) -> None:
-        self.no_accessibility = "a forkable desktop has no accessibility bus yet"
+        self.no_accessibility = "a forkable desktop has no accessibility bus yet" if self.state.accessibility \
+            else "accessibility is off in this start state"
 
     def _spawn_window_manager(self) -> Path:
         assert self.tree is not None
         name = self.state.window_manager or ""
         ready = f"{STATE}/wm-ready"
+        self.tree.path(ready).unlink(missing_ok=True)  # an earlier window manager's (a warm reset starts another)
         if name == "openbox":
-            argv = ["openbox", "--config-file", f"{STATE}/openbox.xml", "--sm-disable", "--startup", f"touch {ready}"]
+            argv = ["openbox", "--config-file", f"{STATE}/openbox.xml", "--sm-disable", "--startup",
+                    f"touch {ready}"]
             env = {"DISPLAY": f":{INSIDE_DISPLAY}", "HOME": "/run", "PATH": AGENT_PATH, "LANG": "C.UTF-8"}
             self._wm = self.tree.spawn(argv, env=env, uid=0, log="wm.log")  # type: ignore[assignment]
         else:
