@@ -223,6 +223,29 @@ def test_an_office_document_mid_edit_and_a_scrolled_page_fork_as_they_are(accoun
     assert differing(before, screen(copies[1])) == 0 and differing(before, screen(source)) == 0
 
 
+def test_each_copy_has_its_own_accessibility_tree(accounts, desktops):
+    """The accessibility bus is in the tree: each copy's tree shows the source's text at the fork, labelled as
+    the start state names the app, and then its own text only."""
+    from hci_envs.desktop.a11y_model import Query
+
+    def texts(desktop) -> list[str]:
+        nodes = desktop.accessibility.tree(Query(app="mousepad")).nodes
+        assert nodes and all(n["app"] == "mousepad" for n in nodes)
+        return [n["text"] for n in nodes if n.get("role") == "text" and "text" in n]
+
+    source = start(accounts, desktops, [AppState(command=["mousepad"], ready="accessible")])
+    assert source.no_accessibility is None
+    typed(source, "read by the tree ✓")
+    assert wait_until(lambda: texts(source) == ["read by the tree ✓"], 10), texts(source)
+    copies = fork(source, accounts, desktops, 2)
+    for i, copy in enumerate(copies):
+        assert copy.no_accessibility is None and texts(copy) == ["read by the tree ✓"]
+        typed(copy, f" copy {i}")
+    for i, copy in enumerate(copies):
+        assert wait_until(lambda: texts(copy) == [f"read by the tree ✓ copy {i}"], 10), texts(copy)
+    assert texts(source) == ["read by the tree ✓"]
+
+
 def test_the_clipboard_and_the_pointer_come_with_the_copies(accounts, desktops):
     source = start(accounts, desktops, [XTERM])
     source.events.set_clipboard("carried over ✓ 你好")
@@ -278,7 +301,8 @@ def test_a_copy_cannot_reach_the_source(accounts, desktops):
     copy.spawn_agent("probe", ["python3", "-c", probe]).wait(30)
     seen = (Path(copy.home) / "seen.txt").read_text().splitlines()
     assert seen == [f"{source.home}: False", f"{source.tree.folder}: False", "/run/hci-envs: False",
-                    f"/proc/{source.tree.pid1}/root: False", "source socket: FileNotFoundError", "X sockets: X5"]
+                    f"/proc/{source.tree.pid1}/root: False", "source socket: FileNotFoundError",
+                    "X sockets: X5 hci-a11y-bus"]  # its own display's and accessibility bus's
 
 
 def test_bad_requests_and_a_desktop_that_cannot_be_dumped_fork_nothing(accounts, desktops):

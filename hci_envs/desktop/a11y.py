@@ -61,12 +61,16 @@ def _complete(kids: list[Element], count: int) -> bool:
 class Accessibility:
     """The tree of one desktop's apps, and the element numbers of its latest observation."""
 
-    def __init__(self, address: str, screen: tuple[int, int], app_labels: Any = None) -> None:
+    def __init__(self, address: str, screen: tuple[int, int], app_labels: Any = None, *, anonymous: bool = False,
+                 host_pid: Any = None) -> None:
         self.address = address
         self.screen = screen
         #: ``app_labels()`` -> {session id of an app's process: its label}, to name apps as the start state does
         self.app_labels = app_labels or (lambda: {})
-        self._conn = BusConnection(address)
+        #: ``host_pid(pid)``: the pid the bus reports for an app as this process sees it (a bus in another pid
+        #: namespace reports its own); None where they are the same
+        self.host_pid = host_pid or (lambda pid: pid)
+        self._conn = BusConnection(address, anonymous=anonymous)
         self._activated: set[str] = set()
         self._lock = threading.Lock()
         self._elements: dict[int, dict[str, Any]] = {}
@@ -197,6 +201,8 @@ class Accessibility:
 
         labels = {}
         for name, process in zip(bus_names, await asyncio.gather(*(pid(n) for n in bus_names))):
+            if process is not None:
+                process = self.host_pid(process)
             if process is None:
                 continue
             try:

@@ -53,8 +53,11 @@ class BusConnection:
     """One D-Bus connection with bounded calls: ``await call(...)`` returns the reply body or raises
     :class:`CallError` (an error reply, a timeout, or the connection gone)."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, *, anonymous: bool = False) -> None:
         self.address = address
+        #: Connect without credentials: a bus in another user namespace sees this process's uid as nobody's,
+        #: so its EXTERNAL check fails (a forkable desktop's bus, which only its tree and root can reach).
+        self.anonymous = anonymous
         self.bus: Any = None
         self._slots: asyncio.Semaphore | None = None
 
@@ -62,8 +65,10 @@ class BusConnection:
         if self.bus is not None and self.bus.connected:
             return
         from dbus_fast.aio import MessageBus
+        from dbus_fast.auth import AuthAnonymous
 
-        self.bus = await asyncio.wait_for(MessageBus(bus_address=self.address).connect(), CALL_TIMEOUT)
+        bus = MessageBus(bus_address=self.address, auth=AuthAnonymous() if self.anonymous else None)
+        self.bus = await asyncio.wait_for(bus.connect(), CALL_TIMEOUT)
         self._slots = asyncio.Semaphore(IN_FLIGHT)
 
     async def call(self, dest: str, path: str, interface: str, member: str, signature: str = "",
@@ -101,11 +106,11 @@ class CallError(Exception):
         self.name = name
 
 
-def name_has_owner(address: str, name: str) -> bool:
+def name_has_owner(address: str, name: str, *, anonymous: bool = False) -> bool:
     """Whether ``name`` is owned on the bus at ``address`` (a fresh connection; for start-up waits)."""
 
     async def ask() -> bool:
-        conn = BusConnection(address)
+        conn = BusConnection(address, anonymous=anonymous)
         try:
             body = await conn.call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
                                    "NameHasOwner", "s", [name])

@@ -9,9 +9,11 @@ dump, so a fork closes them, dumps the tree (left running), opens them again, an
 with host uids of its own. What the server's connection held is carried over: the clipboard it served and
 the pointer (the X server's, dumped with it).
 
-Not yet in a forkable desktop: an accessibility bus (its tree is empty: :attr:`no_accessibility` says so), a
-network (the tree's namespace has only its loopback: an egress policy other than ``none`` is refused), and the
-agent's shell and Python of the BashAccess and PythonAccess traits (they run outside the tree).
+Its accessibility bus runs in the tree too (:mod:`.bus`), and the server's connection to it is closed around
+a fork as its X connections are. The agent's commands attached to the server by pipes (a bash or python tool's
+process, CodeAct's worker) end at a fork: a descriptor of the server's cannot be in a dump. Not yet in a
+forkable desktop: a network (the tree's namespace has only its loopback: an egress policy other than ``none``
+is refused).
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..desktop.a11y import Accessibility
+from ..desktop.a11ybus import available as accessibility_available
 from ..desktop.base_desktop import X_RESOURCES
 from ..desktop.desktop import Desktop
 from ..desktop.wm import write_openbox_config
@@ -39,6 +43,7 @@ from ..sandbox.limits import Limits
 from ..sandbox.network import NetworkPolicy
 from ..sandbox.watchdog import WATCHDOG, remove_temporary_dir, temporary_dir
 from . import criu
+from .bus import TreeBus
 from .snapshot import Dump, HomeCopy, dump, restore
 from .tree import (
     INSIDE_DISPLAY, STATE, AttachedProcess, DesktopTree, HostDisplay, TreeProcess, started_child, tree_folder,
@@ -98,7 +103,7 @@ class ForkableDesktop(Desktop):
         config = write_openbox_config(self._runtime)
         menu = config.with_name("openbox-menu.xml")
         files = {"openbox.xml": config.read_text().replace(str(menu), f"{STATE}/openbox-menu.xml"),
-                 "openbox-menu.xml": menu.read_text(), "xresources": X_RESOURCES.read_text()}
+                 "openbox-menu.xml": menu.read_text(), "xresources": X_RESOURCES.read_text(), **TreeBus.files()}
         c = self.state
         self._took(DesktopTree.launch(tree_folder(self._root_uid), root_uid=self._root_uid,
                                       agent_uid=self._agent_uid, agent_gid=self._agent_gid, home=Path(self.home),
@@ -117,8 +122,30 @@ class ForkableDesktop(Desktop):
         return ["-noshm"]  # the X server is in an IPC namespace of its own: it cannot attach x11vnc's segments
 
     def _start_accessibility_bus(self) -> None:
-        self.no_accessibility = "a forkable desktop has no accessibility bus yet" if self.state.accessibility \
-            else "accessibility is off in this start state"
+        """The bus in the tree (:mod:`.bus`), when the start state wants one and the machine has its programs."""
+        if not self.state.accessibility:
+            self.no_accessibility = "accessibility is off in this start state"
+            return
+        missing = accessibility_available()
+        if missing:
+            self.no_accessibility = f"no accessibility bus on this machine: {missing}"
+            return
+        assert self.tree is not None
+        self._a11y_bus = TreeBus(self.tree)  # type: ignore[assignment]
+        self._a11y_bus.start()
+
+    def _wait_accessibility_bus(self, app_sessions: Callable[[], dict[int, str]]) -> None:
+        if self._a11y_bus is not None:
+            self._a11y_bus.wait_registry()
+            self._open_accessibility()
+
+    def _open_accessibility(self) -> None:
+        """The server's connection to the tree's bus: anonymous (its uid is nobody's there), with the pids the
+        bus reports (the tree's own) seen as the host's."""
+        assert self._a11y_bus is not None and self.tree is not None
+        tree = self.tree
+        self.accessibility = Accessibility(self._a11y_bus.address, self.size, self._app_sessions, anonymous=True,
+                                           host_pid=lambda pid: tree.pids().get(pid))
 
     def _spawn_window_manager(self) -> Path:
         assert self.tree is not None
@@ -284,6 +311,7 @@ class ForkableDesktop(Desktop):
         if homes is not None and len(homes) != n:
             raise ConfigError("one home for each copy", field="homes")
         with self._fork_lock:
+            self._require_running()
             copies: list[ForkableDesktop] = []
             images = Path(tempfile.mkdtemp(prefix="fork-", dir=self._runtime))
             try:
@@ -304,6 +332,7 @@ class ForkableDesktop(Desktop):
     def checkpoint(self, folder: Path) -> Moment:
         """This desktop as it is now, kept in ``folder`` (a new folder, the caller's to remove): its dump and a
         copy of its home, from which :meth:`restored` makes it again, later. It goes on as :meth:`fork` says."""
+        self._require_running()
         folder.mkdir(mode=0o700)
         home = folder / "home"
         home.mkdir(mode=0o700)
@@ -327,6 +356,10 @@ class ForkableDesktop(Desktop):
             raise
         return desktop
 
+    def _require_running(self) -> None:
+        if self.tree is None or self._closed or not self.tree.alive():
+            raise ForkError("the desktop is not running", reason="unavailable")
+
     def _new_copy(self, account: AgentAccount | None, home: str | None) -> ForkableDesktop:
         """A copy not restored yet: its ids and its (empty) home, for the dump to fill."""
         copy = ForkableDesktop(self.state, home=home, account=account, max_processes=self.max_processes,
@@ -344,8 +377,7 @@ class ForkableDesktop(Desktop):
         """Dump the tree with the server's connections to it closed (they cannot be in a dump) and its home
         copied into ``homes``, and open the connections again whatever happened; what the server's connection
         held is held again."""
-        if self.tree is None or self._closed or not self.tree.alive():
-            raise ForkError("the desktop is not running", reason="unavailable")
+        self._require_running()
         held = self.events.clipboard_held()
         paused = time.perf_counter()
         with self._vnc_lock:
@@ -364,10 +396,14 @@ class ForkableDesktop(Desktop):
         self.last_dump = {"dump_seconds": snapshot.seconds, "frozen_seconds": snapshot.frozen_seconds,
                           "pause_seconds": time.perf_counter() - paused, "image_bytes": snapshot.size}
         return Moment(snapshot, self.state, [(spec, proc.inside_pid) for spec, proc in self._apps],  # type: ignore
-                      self._wm.inside_pid if self._wm is not None else None, self._logs, held, home)  # type: ignore
+                      self._wm.inside_pid if self._wm is not None else None, self._logs, held, home,  # type: ignore
+                      self._a11y_bus.pids if self._a11y_bus is not None else None,  # type: ignore[attr-defined]
+                      self.no_accessibility)
 
     def _reconnect(self, held: tuple[str | None, tuple[str, ...]]) -> None:
         self._open_connections()
+        if self._a11y_bus is not None:
+            self._open_accessibility()
         text, selections = held
         if text is not None and selections:
             self.events.set_clipboard(text, selections)
@@ -381,6 +417,9 @@ class ForkableDesktop(Desktop):
             self._wm = self.tree.process(moment.window_manager)  # type: ignore[assignment]
         self._apps = [(spec, self.tree.process(pid)) for spec, pid in moment.apps]  # type: ignore[misc]
         self._logs = moment.logs
+        self.no_accessibility = moment.no_accessibility
+        if moment.accessibility_bus is not None:
+            self._a11y_bus = TreeBus(self.tree).adopt(*moment.accessibility_bus)  # type: ignore[assignment]
         self._reconnect(moment.clipboard)
 
     def processes_inside(self) -> dict[int, int]:
@@ -401,6 +440,9 @@ class Moment:
     logs: int
     clipboard: tuple[str | None, tuple[str, ...]]
     home: Path | None = None
+    #: The pids inside of the accessibility bus's daemon and registry (None: the desktop has no bus; why).
+    accessibility_bus: tuple[int, int] | None = None
+    no_accessibility: str | None = None
 
 
 def _restore_all(moment: Moment, desktops: list[ForkableDesktop]) -> None:
