@@ -329,6 +329,22 @@ def test_bad_requests_and_a_desktop_that_cannot_be_dumped_fork_nothing(accounts,
     assert source.health().ok and screen(source).any()
     listener.kill()
     assert wait_until(lambda: listener.poll() is not None, 10)
+    # an app holding a named pipe of the home open: the dump takes it, a copy's home has no pipe (a home copies
+    # files, not pipes), so the restore fails, and the copies restored meanwhile are taken down again
+    pipe = source.launch(AppState(command=["python3", "-c", "import os, time\nos.mkfifo('pipe')\n"
+                                           "fd = os.open('pipe', os.O_RDWR)\nopen('opened', 'w').close()\n"
+                                           "time.sleep(3600)"], name="pipe", wait_for_window=False))
+    assert wait_until((Path(source.home) / "opened").exists, 10)
+    links = {p for p in os.listdir("/tmp/.X11-unix") if p.startswith("X7")}
+    with pytest.raises(ForkError) as failed:
+        source.fork(2, accounts=copy_accounts, homes=[str(h) for h in homes])
+    assert failed.value.details["reason"] == "restore failed" and "pipe" in failed.value.message
+    assert set(os.listdir("/run/hci-envs/fork/trees")) == trees, "a failed restore left a copy's folder"
+    assert {p for p in os.listdir("/tmp/.X11-unix") if p.startswith("X7")} == links, "a display number stayed"
+    pipe.kill()
+    assert wait_until(lambda: pipe.poll() is not None, 10)
+    for home in homes:  # what the failed fork put in them
+        subprocess.run(["find", str(home), "-mindepth", "1", "-delete"], check=True)
     # a command attached to the server by its pipes (a tool's shell) cannot be in a dump: the fork ends it
     command = source.spawn_agent("command", ["sleep", "600"], stdout=subprocess.PIPE)
     [copy] = source.fork(1, accounts=copy_accounts[:1], homes=[str(homes[0])])
@@ -408,6 +424,27 @@ def test_an_environment_forks_into_environments_of_their_own(forkable):
         # a warm reset leaves nothing of the agent's in the desktop's own /tmp
         env.reset()
         assert env.call_tool("bash", {"command": "cat /tmp/t"}).data["exit_code"] != 0
+    finally:
+        for copy in copies:
+            copy.close()
+        env.close()
+
+
+def test_without_agent_accounts_a_desktop_forks_too(forkable):
+    """isolation="none": the tree's agent is a host uid leased for it, and owns the home the environment made."""
+    from hci_envs.traits import WorkstationEnv
+
+    env = WorkstationEnv(start_state={"apps": [XTERM.model_dump()]}, desktop="forkable", isolation="none")
+    copies: list = []
+    try:
+        env.reset()
+        assert env.account is None
+        assert env.call_tool("bash", {"command": "echo mine > f; cat f"}).data["stdout"] == "mine\n"
+        copies = env.fork(2)
+        uids = {env.desktop.tree.agent_uid, *(c.desktop.tree.agent_uid for c in copies)}
+        assert len(uids) == 3
+        for copy in copies:
+            assert copy.call_tool("bash", {"command": "cat f; echo $HOME"}).data["stdout"] == "mine\n/home/agent\n"
     finally:
         for copy in copies:
             copy.close()

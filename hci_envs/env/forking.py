@@ -10,6 +10,7 @@ the agent's can (a fork is not in the action vocabulary).
 from __future__ import annotations
 
 import dataclasses
+import time
 import uuid
 from typing import Any
 
@@ -40,10 +41,21 @@ def fork_into(source: Any, targets: list[Any]) -> None:
             raise ForkError("a fork goes into environments that have not started", reason="unavailable")
     # the agent's CodeAct worker holds the server's pipes (it could not be in the dump): it starts again
     source.code.close()
+    for target in targets:  # room for the source's home, whatever its episode's disk limit is
+        target.homes.restore(None, disk=source.homes.disk)
     copies = desktop.fork(len(targets), accounts=[t.account for t in targets] if source.account else None,
                           homes=[str(t.homes.path) for t in targets])
-    for target, copy in zip(targets, copies):
-        adopt(target, source, copy)
+    adopted: list[Any] = []
+    try:
+        for target, copy in zip(targets, copies):
+            adopt(target, source, copy)
+            adopted.append(target)
+    except BaseException:  # all or nothing: no target keeps a copy, and none is left without an owner
+        for target in adopted:
+            target.desktop = None
+        for copy in copies:
+            copy.close()
+        raise
 
 
 def adopt(target: Any, source: Any, desktop: Any) -> None:
@@ -53,7 +65,8 @@ def adopt(target: Any, source: Any, desktop: Any) -> None:
         target.desktop = desktop
         target.executor.use(desktop)
         target.tasks.task, target.tasks.own_start_state = source.tasks.task, source.tasks.own_start_state
-        episode = dataclasses.replace(source.episode, id=str(uuid.uuid4()), pristine=False, closed=False)
+        episode = dataclasses.replace(source.episode, id=str(uuid.uuid4()), pristine=False, closed=False,
+                                      last_used=time.monotonic())  # new: an idle source's copies are not idle
         target.episode = episode
         target.on_session_start(desktop)
         target.hooks.notify("desktop")
@@ -158,7 +171,7 @@ def return_to(env: Any, checkpoint: Checkpoint, seed: int | None, episode_id: st
     env.declared_state = checkpoint.declared_state
     env.tasks.task, env.tasks.own_start_state = checkpoint.task, checkpoint.own_start_state
     env.episode = dataclasses.replace(checkpoint.episode, id=episode_id or str(uuid.uuid4()), seed=seed,
-                                      pristine=False, closed=False, active=True)
+                                      pristine=False, closed=False, active=True, last_used=time.monotonic())
     env.on_session_start(desktop)
     env.hooks.notify("desktop")
     env.hooks.notify("reset")

@@ -71,6 +71,9 @@ class ForkableDesktop(Desktop):
         if network is not None and network.mode != "none":
             raise ConfigError("a forkable desktop has no network yet: its egress policy must be 'none'",
                               field="network")
+        if state is not None and state.home_view is not None:
+            raise ConfigError("a forkable desktop shows the home at /home/agent only: its start state cannot ask "
+                              f"for a home_view ({state.home_view})", field="home_view")
         super().__init__(state, home=home, account=account, max_processes=max_processes, limits=limits,
                          network=network, dpi=dpi, start_timeout=start_timeout)
         self.tree: DesktopTree | None = None
@@ -94,9 +97,10 @@ class ForkableDesktop(Desktop):
             self._agent_uid = self._agent_gid = self._uid_leases[1].uid
         if self.home_path is None:
             self._own_home = temporary_dir("hci-envs-home-")
-            os.chown(self._own_home, self._agent_uid, self._agent_gid)
             self._own_home.chmod(0o700)
             self.home_path = str(self._own_home)
+        if self.account is None:  # a home made for no account is the server's: the tree's agent must own it
+            os.chown(self.home_path, self._agent_uid, self._agent_gid)
 
     def _start_display(self) -> None:
         self._take_ids()
@@ -105,10 +109,16 @@ class ForkableDesktop(Desktop):
         files = {"openbox.xml": config.read_text().replace(str(menu), f"{STATE}/openbox-menu.xml"),
                  "openbox-menu.xml": menu.read_text(), "xresources": X_RESOURCES.read_text(), **TreeBus.files()}
         c = self.state
-        self._took(DesktopTree.launch(tree_folder(self._root_uid), root_uid=self._root_uid,
-                                      agent_uid=self._agent_uid, agent_gid=self._agent_gid, home=Path(self.home),
-                                      dpi=self.dpi, screen=f"{c.width}x{c.height}x{c.depth}", files=files,
-                                      timeout=self.start_timeout))
+        folder = tree_folder()
+        try:
+            tree = DesktopTree.launch(folder, root_uid=self._root_uid, agent_uid=self._agent_uid,
+                                      agent_gid=self._agent_gid, home=Path(self.home), dpi=self.dpi,
+                                      screen=f"{c.width}x{c.height}x{c.depth}", files=files,
+                                      timeout=self.start_timeout, tmp_bytes=self.limits.disk if self.limits else None)
+        except BaseException:
+            remove_temporary_dir(folder)
+            raise
+        self._took(tree)
 
     def _took(self, tree: DesktopTree) -> None:
         """Make ``tree`` this desktop's: guarded by the watchdog, reachable on a host display number."""
@@ -117,6 +127,9 @@ class ForkableDesktop(Desktop):
         self._host_display = HostDisplay(tree.folder / "x11" / f"X{INSIDE_DISPLAY}")
         self.display_number = self._host_display.number
         self._xvfb = tree.xvfb()  # type: ignore[assignment]
+
+    def can_reuse(self, state: StartState) -> bool:
+        return state.home_view is None and super().can_reuse(state)  # else a new one, which says why it cannot
 
     def _vnc_options(self) -> list[str]:
         return ["-noshm"]  # the X server is in an IPC namespace of its own: it cannot attach x11vnc's segments
@@ -215,6 +228,8 @@ class ForkableDesktop(Desktop):
             self.processes.stop(starter, timeout=0)
             raise
         self.processes.replace(starter, proc)  # type: ignore[arg-type]
+        # the watchdog need not end the starter's group: the command is the tree's, which ends with its pid 1
+        WATCHDOG.release(starter.pid)
         self._limit(proc.pid)
         return proc  # type: ignore[return-value]
 
@@ -286,6 +301,7 @@ class ForkableDesktop(Desktop):
             self._host_display = None
         if self.tree is not None:
             self.tree.kill()
+            WATCHDOG.release(self.tree.pid1)
             remove_temporary_dir(self.tree.folder)
         if self._own_home is not None:
             remove_temporary_dir(self._own_home)
@@ -308,6 +324,8 @@ class ForkableDesktop(Desktop):
             raise ConfigError(f"n must be a whole number of copies from 1 to {MAX_COPIES}, not {n!r}", field="n")
         if self.account is not None and (accounts is None or len(accounts) != n):
             raise ConfigError("a desktop with an agent account needs one account for each copy", field="accounts")
+        if accounts is not None and len(accounts) != n:
+            raise ConfigError("one account for each copy", field="accounts")
         if homes is not None and len(homes) != n:
             raise ConfigError("one home for each copy", field="homes")
         with self._fork_lock:
@@ -380,17 +398,19 @@ class ForkableDesktop(Desktop):
         self._require_running()
         held = self.events.clipboard_held()
         paused = time.perf_counter()
+        # held until the server's connections are back: a viewer that reconnects meanwhile would start an
+        # x11vnc connected into the tree, which the dump could not take
         with self._vnc_lock:
             if self._vnc is not None:
                 self.processes.stop(self._vnc, timeout=1)
                 self._vnc = None
-        for _name, proc in self.processes.processes():  # the agent's commands, attached to the server
-            self.processes.stop(proc, timeout=0)
-        self._close_display()
-        try:
-            snapshot = dump(self.tree, images, Path(self.home), homes)
-        finally:
-            self._reconnect(held)
+            for _name, proc in self.processes.processes():  # the agent's commands, attached to the server
+                self.processes.stop(proc, timeout=0)
+            self._close_display()
+            try:
+                snapshot = dump(self.tree, images, Path(self.home), homes)  # type: ignore[arg-type]
+            finally:
+                self._reconnect(held)
         #: What the last fork or checkpoint cost this desktop: CRIU's dump, how long its processes were frozen,
         #: how long the server could not reach it (the pause), and the images' size.
         self.last_dump = {"dump_seconds": snapshot.seconds, "frozen_seconds": snapshot.frozen_seconds,
@@ -418,6 +438,9 @@ class ForkableDesktop(Desktop):
         self._apps = [(spec, self.tree.process(pid)) for spec, pid in moment.apps]  # type: ignore[misc]
         self._logs = moment.logs
         self.no_accessibility = moment.no_accessibility
+        for pid in self.tree.pids().values():  # the agent's processes in this desktop's own limits
+            if _uid(pid) == self._agent_uid:
+                self._limit(pid)
         if moment.accessibility_bus is not None:
             self._a11y_bus = TreeBus(self.tree).adopt(*moment.accessibility_bus)  # type: ignore[assignment]
         self._reconnect(moment.clipboard)

@@ -8,7 +8,8 @@ dump, or the files its processes hold open would not be there, or not as they we
     python -m hci_envs.fork.home_copy SOURCE TARGET:UID:GID [TARGET:UID:GID ...]
 
 Each target (a new, empty home) is filled as :meth:`~hci_envs.sandbox.homes.HomeStore.restore` fills a home from a
-snapshot (holes stay holes, symlinks stay links), then given to its copy's agent.
+snapshot (holes stay holes, symlinks stay links; sockets, pipes and devices are left out), then given to its
+copy's agent.
 """
 
 from __future__ import annotations
@@ -22,8 +23,24 @@ from ..sandbox.homes import fill_home
 
 
 def copy_home(source: Path, target: Path, uid: int, gid: int) -> None:
-    fill_home(target, source)
+    """Fill ``target`` with ``source``'s folders, files and links, not its sockets, pipes or devices (a program
+    that holds one open cannot be restored; one that does not will not miss it), and give it all to ``uid``."""
+    fill_home(target, source, ignore=_special_files)
     AgentAccount("copy", uid, gid).chown_tree(target)
+
+
+def _special_files(folder: str, names: list[str]) -> set[str]:
+    import stat
+
+    left_out = set()
+    for name in names:
+        try:
+            mode = os.lstat(os.path.join(folder, name)).st_mode
+        except OSError:
+            continue
+        if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            left_out.add(name)
+    return left_out
 
 
 def main(argv: list[str]) -> int:

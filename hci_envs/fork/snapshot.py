@@ -1,14 +1,16 @@
 """A tree dumped with CRIU (left running), and restored as copies with host uids of their own.
 
-A dump holds every process of the tree with its memory, and the contents of its tmpfs mounts (home, /tmp,
-/dev/shm). The mounts that come from the host are named external, and each copy gets its own display socket
-folder in place of the source's. A copy's images are hard links to the dump's, but for the two small ones
+A dump holds every process of the tree with its memory, and the contents of its tmpfs mounts (/tmp, /dev/shm).
+The mounts that come from the host are named external: each copy gets its own display socket folder in place
+of the source's, and its own home, which the dump's ``post-dump`` action fills while the tree is still frozen. A copy's images are hard links to the dump's, but for the two small ones
 rewritten for its uids (:func:`.criu_image.give_copy_its_uids`).
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import struct
 import shlex
 import shutil
 import subprocess
@@ -56,7 +58,7 @@ class HomeCopy:
 def dump(tree: DesktopTree, images: Path, home: Path, copies: list[HomeCopy]) -> Dump:
     """Dump ``tree`` into ``images`` (made here), leaving it running; while it is still frozen, its ``home``
     is copied into each of ``copies``. Raises :class:`ForkError` with CRIU's own words when the tree holds
-    what cannot be dumped (then the copies' homes are left as they were: empty)."""
+    what cannot be dumped (the copies' homes may then hold part of the home: their owners discard them)."""
     command = _criu()
     images.mkdir(mode=0o700)
     script = images.with_name("post-dump.sh")
@@ -75,35 +77,68 @@ def dump(tree: DesktopTree, images: Path, home: Path, copies: list[HomeCopy]) ->
     if done.returncode:
         raise ForkError(f"CRIU could not dump the desktop: {criu.errors_of(images / 'dump.log')}",
                         reason="dump failed")
-    return Dump(images, seconds, frozen_seconds(images))
+    try:
+        frozen = frozen_seconds(images)
+    except (OSError, LookupError, ValueError, struct.error):  # the figure only: the dump itself is whole
+        frozen = float("nan")
+    return Dump(images, seconds, frozen)
 
 
 def restore(source: Dump, home: Path, *, root_uid: int, agent_uid: int, agent_gid: int,
             timeout: float = 60.0) -> DesktopTree:
     """A new tree from ``source``'s images, its root and agent running as ``root_uid`` and ``agent_uid``, with
-    ``home`` (filled at the dump) as its home and a display socket folder of its own. Raises :class:`ForkError`
-    with CRIU's words when the restore fails."""
+    ``home`` (filled at the dump) as its home and a display socket folder of its own. Its processes stay in the
+    server's control groups (the caller puts the agent's in the copy's own): not in the source's, where the dump
+    found them. Raises :class:`ForkError` with CRIU's words when the restore fails, and leaves nothing then."""
     command = _criu()
-    folder = tree_folder(root_uid)
+    folder = tree_folder()
     images = folder / "images"
-    images.mkdir()
-    images.chmod(0o755)  # CRIU reads some images once it runs as the copy's root: the folder above is its alone
-    for image in source.images.iterdir():
-        if image.suffix == ".img" or image.name == "stats-dump":
-            os.link(image, images / image.name)
-    give_copy_its_uids(images, {0: root_uid, 1000: agent_uid}, {0: root_uid, 1000: agent_gid})
-    x11 = socket_folder(folder, root_uid)
-    own = {"/tmp/.X11-unix": x11, "/home/agent": home}
-    external = [f"--external=mnt[{key}]:{own.get(mountpoint, mountpoint)}"
-                for mountpoint, key in EXTERNAL_MOUNTS.items()]
-    done = subprocess.run([*command, "restore", "-D", str(images), "-W", str(images), "--restore-detached",
-                           "--file-locks", "--pidfile", str(images / "pid"), "--root", str(skeleton()), *external,
-                           "-o", "restore.log"], capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                          timeout=timeout)
-    if done.returncode:
-        said = criu.errors_of(images / "restore.log")
+    pidfile = images / "pid"
+    try:
+        images.mkdir()
+        images.chmod(0o755)  # CRIU reads some images once it runs as the copy's root
+        for image in source.images.iterdir():
+            if image.suffix == ".img" or image.name == "stats-dump":
+                _link_or_copy(image, images / image.name)
+        give_copy_its_uids(images, {0: root_uid, 1000: agent_uid}, {0: root_uid, 1000: agent_gid})
+        x11 = socket_folder(folder, root_uid)
+        own = {"/tmp/.X11-unix": x11, "/home/agent": home}
+        external = [f"--external=mnt[{key}]:{own.get(mountpoint, mountpoint)}"
+                    for mountpoint, key in EXTERNAL_MOUNTS.items()]
+        try:
+            done = subprocess.run([*command, "restore", "-D", str(images), "-W", str(images), "--restore-detached",
+                                   "--file-locks", "--manage-cgroups=ignore", "--pidfile", str(pidfile),
+                                   "--root", str(skeleton()), *external, "-o", "restore.log"],
+                                  capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ForkError(f"CRIU did not restore a copy within {timeout:.0f}s", reason="restore failed") from None
+        if done.returncode:
+            raise ForkError(f"CRIU could not restore a copy of the desktop: {criu.errors_of(images / 'restore.log')}",
+                            reason="restore failed")
+        tree = DesktopTree(int(pidfile.read_text()), folder, root_uid, agent_uid, agent_gid)
+    except BaseException:
+        _kill_restored(pidfile)
         remove_temporary_dir(folder)
-        raise ForkError(f"CRIU could not restore a copy of the desktop: {said}", reason="restore failed")
-    tree = DesktopTree(int((images / "pid").read_text()), folder, root_uid, agent_uid, agent_gid)
+        raise
     shutil.rmtree(images, ignore_errors=True)  # the copy runs; its images (links and two small files) are spent
     return tree
+
+
+def _link_or_copy(image: Path, to: Path) -> None:
+    """A copy's image: a hard link to the dump's, or a copy where they are on two filesystems."""
+    try:
+        os.link(image, to)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        shutil.copyfile(image, to)
+
+
+def _kill_restored(pidfile: Path) -> None:
+    """Whatever CRIU had restored of a copy that failed (its pid 1 ends every process of it)."""
+    import signal
+
+    try:
+        os.kill(int(pidfile.read_text()), signal.SIGKILL)
+    except (OSError, ValueError):
+        pass

@@ -2,7 +2,7 @@
 
 The tree's pid 1 (:mod:`.tree_init`) runs in new user, pid, mount, network, ipc and uts namespaces, in a root
 of its own: a skeleton of mountpoints shared by every tree (:func:`skeleton`), with the host's /usr and /etc
-bound read-only, and tmpfs /dev, /tmp and home. Inside, uid 0 is a host uid of the desktop's own (never the
+bound read-only, tmpfs /dev and /tmp, and the session's home bound in. Inside, uid 0 is a host uid of the desktop's own (never the
 host's root) and uid 1000 is its agent. Xvfb listens on display :5 in a socket folder of the host's that is
 bound onto the tree's /tmp/.X11-unix; the server reaches it through a display number of its own on the host
 (:class:`HostDisplay`). Everything else the desktop runs is started inside with :meth:`DesktopTree.spawn`, and
@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -31,6 +32,9 @@ from ..sandbox.watchdog import temporary_dir
 
 #: The tree's folders for its own state, as its processes see them (made by its pid 1).
 STATE = "/tmp/.hci"
+#: A host pid no process can have (above the kernel's largest pid_max): a process of a tree that ended before
+#: the server saw it. Never -1 or 0, which kill() takes for "every process" and "my group".
+NO_PID = 4_194_305
 #: The display inside every tree (each has its own network namespace and socket folder).
 INSIDE_DISPLAY = 5
 #: Mounts that come into a tree from the host, named for CRIU: at a dump, by mountpoint; at a restore, by source.
@@ -158,8 +162,9 @@ def skeleton() -> Path:
     marker = root / ".hci-envs-skeleton-1"
     if marker.exists():
         return root
-    fresh = root.with_name(f"root.{os.getpid()}")
-    shutil.rmtree(fresh, ignore_errors=True)
+    import tempfile
+
+    fresh = Path(tempfile.mkdtemp(prefix="root.", dir=root.parent))  # one per maker: two may race on a new machine
     for d in ("usr", "etc", "proc", "dev", "tmp", "home/agent", "old", "run", "var/tmp"):
         (fresh / d).mkdir(parents=True)
     for link in ("bin", "sbin", "lib", "lib64"):
@@ -171,28 +176,29 @@ def skeleton() -> Path:
     (fresh / marker.name).touch()
     try:
         fresh.rename(root)
-    except OSError as exc:  # another server made it meanwhile
+    except OSError as exc:  # another maker was first
         if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
             raise
         shutil.rmtree(fresh, ignore_errors=True)
     return root
 
 
-def tree_folder(owner: int) -> Path:
-    """A host folder for one tree (its display socket's folder, bound in): its root's alone (``owner``), 0700,
-    since the X server inside takes any client that reaches its socket; the folder above it only lets its
-    owners through. The watchdog removes it if the server dies."""
+def tree_folder() -> Path:
+    """A host folder for one tree: root's (0711: the tree's root may pass through to its socket folder, nothing
+    in it can be listed or changed by the tree), with the display's socket folder (:func:`socket_folder`) and,
+    while a copy is restored, its images. The watchdog removes it if the server dies."""
     trees = fork_dir() / "trees"
     trees.mkdir(parents=True, exist_ok=True)
     trees.chmod(0o711)
     folder = temporary_dir("tree-", parent=trees)
-    os.chown(folder, owner, owner)
-    folder.chmod(0o700)
+    folder.chmod(0o711)
     return folder
 
 
 def socket_folder(folder: Path, owner: int) -> Path:
-    """The host folder bound onto a tree's /tmp/.X11-unix, its X server's (the tree's root) to write in."""
+    """The host folder bound onto a tree's /tmp/.X11-unix, its X server's (the tree's root) to write in; the
+    tree's apps reach it inside. Outside, its name is in a folder of root's: only the server reaches it (an X
+    server in a tree takes any client that reaches its socket)."""
     x11 = folder / "x11"
     x11.mkdir(mode=0o755)
     os.chown(x11, owner, owner)
@@ -215,7 +221,7 @@ class Signalled:
         def poll(self) -> int | None: ...
 
     def send_signal(self, sig: int) -> None:
-        if self.poll() is None:
+        if self.pid > 0 and self.poll() is None:
             try:
                 os.kill(self.pid, sig)
             except ProcessLookupError:
@@ -274,7 +280,8 @@ class AttachedProcess(Signalled):
 
 def started_child(starter: subprocess.Popen[bytes], timeout: float = 10.0) -> int:
     """The host pid of the process nsenter ``starter`` started in a tree (its only child), once it leads a
-    process group of its own (before that, signalling its group would miss it)."""
+    process group of its own (before that, signalling its group would miss it); :data:`NO_PID` for one that has
+    ended already (a quick command: its output is in the starter's pipes)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -283,9 +290,10 @@ def started_child(starter: subprocess.Popen[bytes], timeout: float = 10.0) -> in
                 return int(children[0])
         except OSError:
             pass
-        if starter.poll() is not None or time.monotonic() > deadline:
-            raise DisplayStartError(f"a command did not start in the desktop (its starter exited "
-                                    f"{starter.returncode})")
+        if starter.poll() is not None:
+            return NO_PID
+        if time.monotonic() > deadline:
+            raise DisplayStartError(f"a command did not start in the desktop within {timeout:.0f}s")
         time.sleep(0.001)
 
 
@@ -303,19 +311,22 @@ class DesktopTree:
 
     # -- starting ----------------------------------------------------------------------------------------
     @classmethod
-    def launch(cls, folder: Path, *, root_uid: int, agent_uid: int, agent_gid: int, home: Path, screen: str, dpi: int,
-               files: Mapping[str, str], timeout: float) -> DesktopTree:
+    def launch(cls, folder: Path, *, root_uid: int, agent_uid: int, agent_gid: int, home: Path, screen: str,
+               dpi: int, files: Mapping[str, str], timeout: float, tmp_bytes: int | None = None) -> DesktopTree:
         """Start a tree whose X server runs with ``screen`` ("WxHxD") and whose agent's home is the host folder
         ``home``; ``files`` are written into its state folder (by name). Returns once its display listens."""
         for program in ("nsenter", "mount", "umount", "pivot_root", "ip", "Xvfb"):
             _program(program)
         x11 = socket_folder(folder, root_uid)
         settings = json.dumps({"root": str(skeleton()), "x11": str(x11), "screen": screen, "dpi": dpi,
-                               "files": dict(files), "home": str(home), "timeout": timeout})
+                               "files": dict(files), "home": str(home), "timeout": timeout, "tmp_bytes": tmp_bytes})
         uid_map, gid_map = f"0 {root_uid} 1\n1000 {agent_uid} 1\n", f"0 {root_uid} 1\n1000 {agent_gid} 1\n"
-        launcher = subprocess.run([sys.executable, "-c", _LAUNCH, uid_map, gid_map, _INIT.read_text(), settings],
-                                  capture_output=True, text=True, timeout=timeout + 30, cwd="/",
-                                  stdin=subprocess.DEVNULL)
+        try:
+            launcher = subprocess.run([sys.executable, "-c", _LAUNCH, uid_map, gid_map, _INIT.read_text(),
+                                       settings], capture_output=True, text=True, timeout=timeout + 30, cwd="/",
+                                      stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise DisplayStartError(f"a forkable desktop did not start within {timeout + 30:.0f}s") from None
         first = launcher.stdout.strip()
         if launcher.returncode or not first.isdigit():
             raise DisplayStartError(f"a forkable desktop could not start: {(first + ' ' + launcher.stderr).strip()}")
@@ -366,8 +377,9 @@ class DesktopTree:
         return found
 
     def process(self, inside_pid: int) -> TreeProcess:
-        """The tree's process ``inside_pid`` (one that has ended, if it is not found running)."""
-        return TreeProcess(self, inside_pid, self.pids().get(inside_pid, -1))
+        """The tree's process ``inside_pid`` (one that has ended, if it is not found running: its host pid is
+        then one no process can have, which no signal reaches)."""
+        return TreeProcess(self, inside_pid, self.pids().get(inside_pid, NO_PID))
 
     def xvfb(self) -> TreeProcess:
         return self.process(int(self.path(f"{STATE}/xvfb.pid").read_text()))
@@ -379,8 +391,11 @@ class DesktopTree:
         own, with no new privileges; its output goes to ``log`` in the tree's log folder."""
         spec = json.dumps({"argv": list(argv), "env": dict(env), "uid": uid, "cwd": cwd, "log": log,
                            "nproc": max_processes, "umask": umask})
-        done = subprocess.run(self._enter(_SPAWN, spec), capture_output=True, text=True, timeout=30, env={},
-                              cwd="/", stdin=subprocess.DEVNULL)
+        try:
+            done = subprocess.run(self._enter(_SPAWN, spec), capture_output=True, text=True, timeout=30, env={},
+                                  cwd="/", stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise DisplayStartError(f"could not start {argv[0]!r} in the desktop within 30s") from None
         try:
             said = json.loads(done.stdout)
         except ValueError:
@@ -391,7 +406,7 @@ class DesktopTree:
             raise MissingDependencyError(f"could not start {argv[0]!r} in the desktop: {said['error']}",
                                          program=argv[0]) if "FileNotFound" in said["error"] else \
                 DisplayStartError(f"could not start {argv[0]!r} in the desktop: {said['error']}")
-        return TreeProcess(self, said["pid"], self.pids().get(said["pid"], -1))
+        return self.process(said["pid"])
 
     def attached(self, argv: Sequence[str], *, env: Mapping[str, str], uid: int = 1000, cwd: str = "/",
                  max_processes: int = 0, umask: int = 0o077) -> list[str]:
@@ -443,6 +458,10 @@ class HostDisplay:
     def __init__(self, target: Path) -> None:
         links = Path("/tmp/.X11-unix")
         links.mkdir(mode=0o755, exist_ok=True)
+        st = links.lstat()
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0:
+            raise DisplayStartError(f"{links} must be a folder of root's (it is not): forkable desktops link their "
+                                    "displays there")
         for number in range(self.FIRST, self.LAST + 1):
             lock = Path(f"/tmp/.X{number}-lock")
             link = links / f"X{number}"
@@ -464,7 +483,12 @@ class HostDisplay:
                 continue
             os.write(fd, f"{os.getpid():>10}\n".encode())
             os.close(fd)
-            link.symlink_to(target)
+            try:
+                link.symlink_to(target)
+            except OSError:
+                lock.unlink(missing_ok=True)
+                held.close()
+                continue
             self.number, self._held, self._lock, self._link = number, held, lock, link
             return
         raise DisplayStartError(f"no free display number between {self.FIRST} and {self.LAST} for a forkable desktop")

@@ -54,7 +54,8 @@ def build_root(cfg: dict) -> None:
     sh("mount", "-t", "devpts", "-o", "newinstance,ptmxmode=0666,mode=620", "devpts", f"{root}/dev/pts")
     os.symlink("pts/ptmx", f"{root}/dev/ptmx")
     sh("mount", "-t", "tmpfs", "-o", "mode=1777,nosuid,nodev", "tmpfs", f"{root}/dev/shm")
-    sh("mount", "-t", "tmpfs", "-o", "mode=1777,nosuid,nodev", "tmpfs", f"{root}/tmp")
+    size = f",size={cfg['tmp_bytes']}" if cfg.get("tmp_bytes") else ""  # the session's disk limit, if any
+    sh("mount", "-t", "tmpfs", "-o", f"mode=1777,nosuid,nodev{size}", "tmpfs", f"{root}/tmp")
     sh("mount", "-t", "tmpfs", "-o", "mode=1777,nosuid,nodev", "tmpfs", f"{root}/var/tmp")
     sh("mount", "-t", "tmpfs", "-o", "mode=755,nosuid,nodev", "tmpfs", f"{root}/run")
     sh("mount", "-t", "proc", "proc", f"{root}/proc")

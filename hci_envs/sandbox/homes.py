@@ -159,11 +159,12 @@ def check_snapshot_name(name: object) -> None:
                           "leading dot", field="name")
 
 
-def fill_home(home: Path, source: Path) -> None:
-    """Fill the (empty) folder ``home`` with a copy of ``source``: holes of sparse files stay holes, symlinks
-    stay links. The home itself is left the agent's alone (0700), whatever the source's folder was: copytree
-    gives it the source's mode (0755 for most), which would let every other session's agent list and read it."""
-    shutil.copytree(source, home, symlinks=True, dirs_exist_ok=True, copy_function=_copy_sparse)
+def fill_home(home: Path, source: Path, ignore: Any = None) -> None:
+    """Fill the (empty) folder ``home`` with a copy of ``source`` (but what ``ignore`` leaves out, as copytree's):
+    holes of sparse files stay holes, symlinks stay links. The home itself is left the agent's alone (0700),
+    whatever the source's folder was: copytree gives it the source's mode (0755 for most), which would let every
+    other session's agent list and read it."""
+    shutil.copytree(source, home, symlinks=True, dirs_exist_ok=True, copy_function=_copy_sparse, ignore=ignore)
     os.chmod(home, 0o700)
 
 

@@ -209,8 +209,15 @@ class SessionManager:
                 self.setup(session)
                 made.append(session)
         except BaseException:
-            for env in envs:
-                await anyio.to_thread.run_sync(env.close)
+            with anyio.CancelScope(shield=True):  # a cancelled request too: nothing of the copies may stay
+                for session in made:
+                    for closer in session.on_close:
+                        try:
+                            await anyio.to_thread.run_sync(closer)
+                        except Exception:
+                            log.exception("closing a service of a fork's session failed")
+                for env in envs:
+                    await anyio.to_thread.run_sync(env.close)
             raise
         finally:
             async with self._lock:
