@@ -412,6 +412,15 @@ def test_an_environment_forks_into_environments_of_their_own(forkable):
         env.call_tool("type_text", {"text": "typed before the fork"})
         copies = env.fork(2)
         for copy in copies:
+            # each copy's agent in its own session's control groups (its limits), none in the source's
+            groups = copy.desktop.groups
+            assert groups is not None, "no control groups here: the copies' limits cannot be checked"
+            listed = {int(p) for f in groups.procs_files() for p in Path(f).read_text().split()}
+            agents = {pid for pid in copy.desktop.processes_inside().values()
+                      if os.stat(f"/proc/{pid}").st_uid == copy.account.uid}
+            assert agents and agents <= listed, (agents, listed)
+            source_listed = {int(p) for f in env.desktop.groups.procs_files() for p in Path(f).read_text().split()}
+            assert not agents & source_listed
             assert copy.state.task == "fork-answer" and copy.state.episode_id != env.state.episode_id
             assert copy.account is not None and copy.account.uid not in (env.account.uid,)
             assert copy.call_tool("bash", {"command": "cat kept.txt /tmp/t"}).data["stdout"] == "kept\nin-tmp\n"
