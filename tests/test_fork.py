@@ -157,6 +157,10 @@ def test_four_copies_show_the_moment_then_each_goes_its_own_way(accounts, deskto
         assert differing(before_screen, shown) == 0, f"copy {copy.display} does not show the source's screen"
         assert sorted(copy.processes_inside()) == before_processes  # every process, under the same pids inside
         assert copy.health().ok and copy.quick_failure() is None
+        # a window's pid (the tree's own) leads, as the host sees it, to the copy's app (a checker closes apps so)
+        [editor] = [w for w in copy.windows() if "Mousepad" in copy.input.window_class(w)]
+        [(_, mousepad)] = [(s, p) for s, p in copy.apps() if s.label == "mousepad"]
+        assert os.getsid(copy.host_pid(copy.input.window_pid(editor))) == mousepad.pid
     assert differing(before_screen, screen(source)) == 0, "the fork changed the source's screen"
 
     # each its own ids: the copy's account for its agent and a root of its own, none of the source's

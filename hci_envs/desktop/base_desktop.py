@@ -258,6 +258,11 @@ class BaseDesktop(abc.ABC):
         """The home as the agent's processes see it: the start state's ``home_view``, else where it is."""
         return self.state.home_view or self.home
 
+    def host_pid(self, pid: int) -> int | None:
+        """A pid an app of this desktop reports (a window's ``_NET_WM_PID``, its bus connection's) as the server
+        sees it: the same here; a desktop whose apps run in a pid namespace of their own maps it (None: gone)."""
+        return pid
+
     def agent_path(self, path: str | os.PathLike[str]) -> str:
         """A path of the server's as the agent's processes see it: under the home, where they see their home
         (:attr:`agent_home`); any other path as it is."""

@@ -155,10 +155,13 @@ class ForkableDesktop(Desktop):
     def _open_accessibility(self) -> None:
         """The server's connection to the tree's bus: anonymous (its uid is nobody's there), with the pids the
         bus reports (the tree's own) seen as the host's."""
-        assert self._a11y_bus is not None and self.tree is not None
-        tree = self.tree
+        assert self._a11y_bus is not None
         self.accessibility = Accessibility(self._a11y_bus.address, self.size, self._app_sessions, anonymous=True,
-                                           host_pid=lambda pid: tree.pids().get(pid))
+                                           host_pid=self.host_pid)
+
+    def host_pid(self, pid: int) -> int | None:
+        """The tree's pid ``pid`` as the host sees it (None: no such process runs)."""
+        return self.tree.pids().get(pid) if self.tree is not None else None
 
     def _spawn_window_manager(self) -> Path:
         assert self.tree is not None

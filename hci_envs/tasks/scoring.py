@@ -237,6 +237,8 @@ def end_app(desktop: Any, label: str) -> str:
     try:
         for window in desktop.windows():  # every app runs in a session of its own, led by its first process
             pid = desktop.input.window_pid(window)
+            if pid is not None and callable(getattr(desktop, "host_pid", None)):
+                pid = desktop.host_pid(pid)  # apps in a pid namespace of their own (a forkable desktop) say theirs
             try:
                 if pid is not None and os.getsid(pid) == proc.pid:
                     desktop.input.close_window(window)
