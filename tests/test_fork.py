@@ -309,6 +309,33 @@ def test_a_copy_cannot_reach_the_source(accounts, desktops):
                     "X sockets: X5 hci-a11y-bus"]  # its own display's and accessibility bus's
 
 
+def test_no_one_else_on_the_machine_reaches_a_forkable_display_or_its_bus(accounts, desktops):
+    """Another agent account on the host tries the source's and a copy's display (its link, the socket it leads
+    to, the abstract name) and accessibility bus: all refused. The trees' X servers take any client that reaches
+    them, so their sockets must be out of reach."""
+    source = start(accounts, desktops, [XTERM])
+    [copy] = fork(source, accounts, desktops, 1)
+    [stranger], _ = accounts.take(1)
+    targets = []
+    for desktop in (source, copy):
+        targets += [f"/tmp/.X11-unix/X{desktop.display_number}", str(desktop.tree.folder / "x11" / "X5"),
+                    f"@/tmp/.X11-unix/X{desktop.display_number}", str(desktop.tree.folder / "x11" / "hci-a11y-bus")]
+    probe = ("import socket, sys\n"
+             "for target in sys.argv[1:]:\n"
+             "    s = socket.socket(socket.AF_UNIX)\n"
+             "    try:\n"
+             "        s.connect(chr(0) + target[1:] if target.startswith('@') else target)\n"
+             "        print('REACHED', target)\n"
+             "    except OSError as exc:\n"
+             "        print('REFUSED', type(exc).__name__, target)\n")
+    out = subprocess.run(stranger.command(["/usr/bin/python3", "-c", probe, *targets]), capture_output=True, text=True,
+                         timeout=30, cwd="/")
+    assert out.returncode == 0, out.stderr
+    assert "REACHED" not in out.stdout and out.stdout.count("REFUSED") == len(targets), out.stdout
+    # while the server itself reaches both
+    assert source.health().ok and copy.health().ok and copy.accessibility is not None
+
+
 def test_bad_requests_and_a_desktop_that_cannot_be_dumped_fork_nothing(accounts, desktops):
     source = start(accounts, desktops, [XTERM])
     for n in (0, 17, True, "2", 1.5):

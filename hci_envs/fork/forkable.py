@@ -109,7 +109,7 @@ class ForkableDesktop(Desktop):
         files = {"openbox.xml": config.read_text().replace(str(menu), f"{STATE}/openbox-menu.xml"),
                  "openbox-menu.xml": menu.read_text(), "xresources": X_RESOURCES.read_text(), **TreeBus.files()}
         c = self.state
-        folder = tree_folder()
+        folder = tree_folder(self._root_uid)
         try:
             tree = DesktopTree.launch(folder, root_uid=self._root_uid, agent_uid=self._agent_uid,
                                       agent_gid=self._agent_gid, home=Path(self.home), dpi=self.dpi,

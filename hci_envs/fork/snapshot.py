@@ -91,12 +91,12 @@ def restore(source: Dump, home: Path, *, root_uid: int, agent_uid: int, agent_gi
     server's control groups (the caller puts the agent's in the copy's own): not in the source's, where the dump
     found them. Raises :class:`ForkError` with CRIU's words when the restore fails, and leaves nothing then."""
     command = _criu()
-    folder = tree_folder()
+    folder = tree_folder(root_uid)
     images = folder / "images"
     pidfile = images / "pid"
     try:
         images.mkdir()
-        images.chmod(0o755)  # CRIU reads some images once it runs as the copy's root
+        images.chmod(0o755)  # CRIU reads some images once it runs as the copy's root (the folder above lets it)
         for image in source.images.iterdir():
             if image.suffix == ".img" or image.name == "stats-dump":
                 _link_or_copy(image, images / image.name)

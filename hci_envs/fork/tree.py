@@ -183,22 +183,24 @@ def skeleton() -> Path:
     return root
 
 
-def tree_folder() -> Path:
-    """A host folder for one tree: root's (0711: the tree's root may pass through to its socket folder, nothing
-    in it can be listed or changed by the tree), with the display's socket folder (:func:`socket_folder`) and,
-    while a copy is restored, its images. The watchdog removes it if the server dies."""
+def tree_folder(group: int) -> Path:
+    """A host folder for one tree: root's, which only the tree's root (its group, ``group``) may pass through
+    to the display's socket folder (:func:`socket_folder`: the X server takes any client that reaches it, so no
+    one else may), and which the tree can neither list nor change (root writes a copy's images there). The
+    watchdog removes it if the server dies."""
     trees = fork_dir() / "trees"
     trees.mkdir(parents=True, exist_ok=True)
     trees.chmod(0o711)
     folder = temporary_dir("tree-", parent=trees)
-    folder.chmod(0o711)
+    os.chown(folder, 0, group)
+    folder.chmod(0o710)
     return folder
 
 
 def socket_folder(folder: Path, owner: int) -> Path:
     """The host folder bound onto a tree's /tmp/.X11-unix, its X server's (the tree's root) to write in; the
-    tree's apps reach it inside. Outside, its name is in a folder of root's: only the server reaches it (an X
-    server in a tree takes any client that reaches its socket)."""
+    tree's apps reach it inside, through the bind. Outside, it is in the tree's folder, which no one but root
+    and the tree's root may pass (an X server in a tree takes any client that reaches its socket)."""
     x11 = folder / "x11"
     x11.mkdir(mode=0o755)
     os.chown(x11, owner, owner)
