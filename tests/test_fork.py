@@ -93,13 +93,13 @@ def desktops() -> Iterator[list]:
             desktop.close()
 
 
-def start(accounts: Accounts, desktops: list, apps: list[AppState]):
+def start(accounts: Accounts, desktops: list, apps: list[AppState], files: dict[str, str] | None = None):
     from hci_envs.fork import ForkableDesktop
 
     [account], [home] = accounts.take(1)
-    settings = home / ".config" / "gtk-3.0" / "settings.ini"
-    settings.parent.mkdir(parents=True)
-    settings.write_text(GTK_SETTINGS)
+    for name, text in {".config/gtk-3.0/settings.ini": GTK_SETTINGS, **(files or {})}.items():
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text(text)
     subprocess.run(["chown", "-R", f"{account.uid}:{account.gid}", str(home)], check=True)
     desktop = ForkableDesktop(StartState(width=SIZE[0], height=SIZE[1], apps=apps), home=str(home), account=account)
     desktops.append(desktop)
@@ -137,6 +137,12 @@ def typed(desktop, text: str) -> None:
     desktop.input.delivered()
 
 
+def settled(desktop) -> None:
+    """Until the screen has held still (an animation aside) for half a second, however busy the machine: a
+    moment compared with a copy's is a still one."""
+    assert desktop.events.wait_settled(quiet=0.5, timeout=30), f"{desktop.display} did not settle"
+
+
 def uids_of(desktop) -> set[int]:
     return {os.stat(f"/proc/{pid}").st_uid for pid in desktop.processes_inside().values()
             if os.path.exists(f"/proc/{pid}")}
@@ -147,7 +153,7 @@ def test_four_copies_show_the_moment_then_each_goes_its_own_way(accounts, deskto
     (Path(source.home) / "before.txt").write_text("in the home before the fork\n")
     focus(source, "Mousepad")
     typed(source, "unsaved text, typed before the fork ✓")
-    time.sleep(0.5)  # drawn
+    settled(source)
     before_processes = sorted(source.processes_inside())
     before_screen = screen(source)
 
@@ -186,7 +192,8 @@ def test_four_copies_show_the_moment_then_each_goes_its_own_way(accounts, deskto
     for i, desktop in enumerate([source, *copies]):
         focus(desktop, "Mousepad")
         typed(desktop, f" and then {'X' * (i + 1)}")
-    time.sleep(0.5)
+    for desktop in [source, *copies]:
+        settled(desktop)
     after = [screen(d) for d in [source, *copies]]
     for i in range(len(after)):
         for j in range(i + 1, len(after)):
@@ -201,28 +208,30 @@ def test_an_office_document_mid_edit_and_a_scrolled_page_fork_as_they_are(accoun
     moment, then goes its own way."""
     long_page = ("data:text/html,<body style='font:40px sans-serif'>" +
                  "".join(f"<p>line {i}</p>" for i in range(200)) + "</body>")
-    commands = {"writer": ["libreoffice", "--writer", "--norestore", "--nologo"],
-                "chromium": ["chromium", "--no-sandbox", "--no-first-run", "--user-data-dir={home}/.chromium",
-                             "--window-position=0,0", f"--window-size={SIZE[0]},{SIZE[1]}", long_page]}
-    need_programs(commands[app][0])
-    source = start(accounts, desktops, [AppState(command=commands[app], timeout=90)])
-    time.sleep(3)  # first paint done, the office's tip of the day or the browser's infobar shown
+    from hci_envs.tasks.suite.apps import LIBREOFFICE_PROFILE, LIBREOFFICE_STARTED_ONCE, libreoffice_profile, writer
+
+    apps = {"writer": AppState(**writer()),  # the suite's Writer: a profile started once (no tips, no bars)
+            "chromium": AppState(command=["chromium", "--no-sandbox", "--no-first-run",
+                                          "--user-data-dir={home}/.chromium", "--window-position=0,0",
+                                          f"--window-size={SIZE[0]},{SIZE[1]}", long_page], timeout=90)}
+    need_programs(apps[app].argv[0])
+    source = start(accounts, desktops, [apps[app]],
+                   files=libreoffice_profile(LIBREOFFICE_PROFILE, LIBREOFFICE_STARTED_ONCE) if app == "writer" else {})
+    settled(source)  # first paint done, the browser's infobar shown
     if act == "type":
-        source.input.key_down("Escape")  # the tip of the day's dialog, if any, goes
-        source.input.key_up("Escape")
-        time.sleep(0.5)
         typed(source, "A document mid-edit, never saved.")
     else:
         source.input.move(SIZE[0] // 2, SIZE[1] // 2)
         for _ in range(10):
             source.input.scroll(0, 5)
-    time.sleep(1.5)
+    # the moment is a still one: a smooth scroll or an infobar sliding in is over (however busy the machine)
+    settled(source)
     before = screen(source)
     copies = fork(source, accounts, desktops, 2)
     for copy in copies:
         assert differing(before, screen(copy)) == 0, f"{app}: copy {copy.display} is not the moment"
     typed(copies[0], " One way.") if act == "type" else copies[0].input.scroll(0, -20)
-    time.sleep(1)
+    settled(copies[0])
     assert differing(screen(copies[0]), screen(copies[1])) > 0
     assert differing(before, screen(copies[1])) == 0 and differing(before, screen(source)) == 0
 
@@ -400,6 +409,19 @@ def shown(client) -> np.ndarray:
     return np.asarray(client.call_tool("screenshot").screenshot.to_pil().convert("RGB"))
 
 
+def still(client, timeout: float = 30.0) -> np.ndarray:
+    """The screen once two screenshots half a second apart agree (the apps have drawn what they were given)."""
+    deadline = time.monotonic() + timeout
+    last = shown(client)
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = shown(client)
+        if differing(last, now) == 0:
+            return now
+        last = now
+    raise AssertionError("the screen did not hold still")
+
+
 def watch(server, vnc_url: str):
     """A viewer of a session's desktop, through the server's VNC relay (the page's WebSocket path)."""
     import urllib.parse
@@ -502,7 +524,7 @@ def test_a_checkpoint_is_a_moment_to_return_to_again_and_again(forkable):
         env.call_tool("type_text", {"text": "the moment"})
         env.call_tool("bash", {"command": "echo then > answer.txt"})
         env.call_tool("mouse_move", {"x": 200, "y": 300})
-        time.sleep(0.3)
+        settled(env.desktop)
         then = screen(env.desktop)
         kept = env.checkpoint("then")
         assert kept["name"] == "then" and kept["bytes"] > 0 and kept["frozen_seconds"] <= kept["seconds"]
@@ -510,9 +532,10 @@ def test_a_checkpoint_is_a_moment_to_return_to_again_and_again(forkable):
             env.call_tool("type_text", {"text": f" and more, round {round_}"})
             env.call_tool("bash", {"command": "echo right > answer.txt; touch later.txt"})
             assert env.score().passed
-            time.sleep(0.3)
+            settled(env.desktop)
             assert differing(then, screen(env.desktop)) > 0
             env.reset(checkpoint="then")
+            settled(env.desktop)
             assert differing(then, screen(env.desktop)) == 0, f"round {round_}: not the moment's screen"
             assert env.desktop.input.pointer() == (200, 300)
             assert env.call_tool("bash", {"command": "cat answer.txt; ls"}).data["stdout"].split() == \
@@ -536,8 +559,7 @@ def test_a_server_session_forks_over_the_websocket_and_http(forkable, tmp_path):
         with HciEnvClient(server.base_url) as client:
             client.reset(task=TASK)
             client.call_tool("type_text", text="typed before the fork")
-            time.sleep(0.3)
-            before = shown(client)
+            before = still(client)
             viewer = watch(server, client.state().vnc_url)  # a person watches the source over VNC
             copies = client.fork(2)
             try:
@@ -557,7 +579,7 @@ def test_a_server_session_forks_over_the_websocket_and_http(forkable, tmp_path):
                 tokens = {c.session["agent_token"] for c in copies}
                 assert len(tokens) == 2 and None not in tokens
                 for copy in copies:
-                    assert differing(before, shown(copy)) == 0
+                    assert differing(before, still(copy)) == 0
                     with McpClient(copy.session["mcp_url"], token=copy.session["agent_token"]) as mcp:
                         names = {t.name for t in mcp.list_tools()}
                         assert "bash" in names and not {"fork", "reset", "snapshot"} & names
