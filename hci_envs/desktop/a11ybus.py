@@ -79,6 +79,9 @@ def available() -> str | None:
 class AccessibilityBus:
     """The bus of one display. ``start()`` returns once the registry has taken its name."""
 
+    #: The server authenticates by its uid (EXTERNAL), which the bus checks.
+    anonymous = False
+
     def __init__(self, processes: ProcessSupervisor, *, agent_uid: int | None, log_dir: Path) -> None:
         self.processes = processes
         self.agent_uid = agent_uid

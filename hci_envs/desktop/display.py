@@ -57,6 +57,7 @@ class XDisplay:
     _closed: bool
     if TYPE_CHECKING:
         def spawn_agent(self, name: str, argv: list[str], **kwargs: object) -> subprocess.Popen[bytes]: ...
+        def host_pid(self, pid: int) -> int | None: ...
 
     def __init__(self, *, dpi: int, start_timeout: float) -> None:
         self.dpi = dpi
@@ -136,16 +137,27 @@ class XDisplay:
             self.no_accessibility = f"no accessibility bus on this machine: {missing}"
             _warn_once(self.no_accessibility)
             return
-        self._a11y_bus = AccessibilityBus(self.processes, agent_uid=self.account.uid if self.account else None,
-                                          log_dir=self._runtime)
+        self._a11y_bus = self._new_accessibility_bus()
         self._a11y_bus.start()
 
+    def _new_accessibility_bus(self) -> AccessibilityBus:
+        """This kind of display's bus (not started yet): the server's, beside the display."""
+        return AccessibilityBus(self.processes, agent_uid=self.account.uid if self.account else None,
+                                log_dir=self._runtime)
+
     def _wait_accessibility_bus(self, app_sessions: Callable[[], dict[int, str]]) -> None:
-        """Once the bus's registry is up, the tree; ``app_sessions`` names each app's session (see
-        :class:`~.a11y.Accessibility`)."""
+        """Once the bus's registry is up, the tree: :meth:`_open_accessibility`."""
         if self._a11y_bus is not None:
             self._a11y_bus.wait_registry()
-            self.accessibility = Accessibility(self._a11y_bus.address, self.size, app_sessions)
+            self._open_accessibility(app_sessions)
+
+    def _open_accessibility(self, app_sessions: Callable[[], dict[int, str]]) -> None:
+        """The server's connection to the bus, as the bus takes it (anonymous where the server's uid means
+        nothing to it); ``app_sessions`` names each app's session, through the pids the bus reports as this
+        desktop maps them to the host's (see :class:`~.a11y.Accessibility`)."""
+        assert self._a11y_bus is not None
+        self.accessibility = Accessibility(self._a11y_bus.address, self.size, app_sessions,
+                                           anonymous=self._a11y_bus.anonymous, host_pid=self.host_pid)
 
     def _connect(self) -> None:
         """Open the X connections that watch, inject and capture; the pointer goes to the corner."""

@@ -26,13 +26,11 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..desktop.a11y import Accessibility
-from ..desktop.a11ybus import available as accessibility_available
 from ..desktop.base_desktop import X_RESOURCES
 from ..desktop.desktop import Desktop
 from ..desktop.wm import write_openbox_config
@@ -134,30 +132,10 @@ class ForkableDesktop(Desktop):
     def _vnc_options(self) -> list[str]:
         return ["-noshm"]  # the X server is in an IPC namespace of its own: it cannot attach x11vnc's segments
 
-    def _start_accessibility_bus(self) -> None:
-        """The bus in the tree (:mod:`.bus`), when the start state wants one and the machine has its programs."""
-        if not self.state.accessibility:
-            self.no_accessibility = "accessibility is off in this start state"
-            return
-        missing = accessibility_available()
-        if missing:
-            self.no_accessibility = f"no accessibility bus on this machine: {missing}"
-            return
+    def _new_accessibility_bus(self) -> TreeBus:  # type: ignore[override]
+        """The bus in the tree (:mod:`.bus`): anonymous, since the server's uid is nobody's there."""
         assert self.tree is not None
-        self._a11y_bus = TreeBus(self.tree)  # type: ignore[assignment]
-        self._a11y_bus.start()
-
-    def _wait_accessibility_bus(self, app_sessions: Callable[[], dict[int, str]]) -> None:
-        if self._a11y_bus is not None:
-            self._a11y_bus.wait_registry()
-            self._open_accessibility()
-
-    def _open_accessibility(self) -> None:
-        """The server's connection to the tree's bus: anonymous (its uid is nobody's there), with the pids the
-        bus reports (the tree's own) seen as the host's."""
-        assert self._a11y_bus is not None
-        self.accessibility = Accessibility(self._a11y_bus.address, self.size, self._app_sessions, anonymous=True,
-                                           host_pid=self.host_pid)
+        return TreeBus(self.tree)
 
     def host_pid(self, pid: int) -> int | None:
         """The tree's pid ``pid`` as the host sees it (None: no such process runs)."""
@@ -426,7 +404,7 @@ class ForkableDesktop(Desktop):
     def _reconnect(self, held: tuple[str | None, tuple[str, ...]]) -> None:
         self._open_connections()
         if self._a11y_bus is not None:
-            self._open_accessibility()
+            self._open_accessibility(self._app_sessions)
         text, selections = held
         if text is not None and selections:
             self.events.set_clipboard(text, selections)
