@@ -99,21 +99,35 @@ def _path_line(path: Path) -> str:
     return text
 
 
+#: The folders :func:`temporary_dir` made in this process and :func:`remove_temporary_dir` has not removed yet.
+_MADE: set[str] = set()
+_MADE_LOCK = threading.Lock()
+
+
 def temporary_dir(prefix: str, parent: Path | None = None) -> Path:
     """A new folder in the system's temporary directory (``tempfile.mkdtemp``; in ``parent`` if given) that the
     watchdog removes if this process dies before :func:`remove_temporary_dir` does: nothing of a session stays in
     /tmp after a kill -9."""
     path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    with _MADE_LOCK:
+        _MADE.add(os.path.normpath(path))
     WATCHDOG.guard_folder(path)
     return path
 
 
 def remove_temporary_dir(path: Path) -> None:
     """Remove a folder of :func:`temporary_dir` (every mount in it detached first) and tell the watchdog it is
-    gone."""
+    gone. Any other folder is refused, whatever a caller passes: a removal this deep (mounts detached, then
+    everything) must never reach a folder that is not a session's own."""
     from .watchdog_process import remove_folder
 
+    with _MADE_LOCK:
+        if os.path.normpath(path) not in _MADE:
+            log.error("refused to remove %s: it is not a temporary folder this process made", path)
+            return
     if remove_folder(path):
+        with _MADE_LOCK:
+            _MADE.discard(os.path.normpath(path))
         WATCHDOG.release_folder(path)
     else:  # the watchdog still has it, and the next lease of its account sweeps it
         log.warning("could not remove %s (a mount in it stayed): it is removed later", path)
