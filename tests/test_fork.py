@@ -345,6 +345,46 @@ def test_no_one_else_on_the_machine_reaches_a_forkable_display_or_its_bus(accoun
     assert source.health().ok and copy.health().ok and copy.accessibility is not None
 
 
+#: An app that sets up an io_uring (which CRIU cannot dump) and says whether it could ("ok") in the file "ring".
+IO_URING = textwrap.dedent("""\
+    import ctypes, time
+    params = (ctypes.c_ubyte * 120)()
+    fd = ctypes.CDLL(None, use_errno=True).syscall(425, 4, params)  # io_uring_setup
+    open("ring", "w").write("ok" if fd >= 0 else f"errno {ctypes.get_errno()}")
+    time.sleep(3600)
+""")
+#: An app with a TCP listener and a connection to it that holds unread bytes: once the file "go" appears in
+#: the home, it reads them, sends them back over the connection, and writes what came back into "got".
+TCP_APP = textwrap.dedent("""\
+    import os, socket, time
+    listener = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(listener.getsockname())
+    accepted, _ = listener.accept()
+    client.sendall(b"sent before the fork")
+    open("connected", "w").close()
+    while not os.path.exists("go"):
+        time.sleep(0.05)
+    accepted.sendall(accepted.recv(100))
+    open("got", "w").write(client.recv(100).decode())
+    time.sleep(3600)
+""")
+
+
+def test_an_app_with_tcp_connections_forks_with_them(accounts, desktops):
+    """A listener and an established connection with bytes in flight, in every copy as in the source."""
+    source = start(accounts, desktops, [XTERM])
+    app = source.launch(AppState(command=["python3", "-c", TCP_APP], name="tcp", wait_for_window=False))
+    assert wait_until((Path(source.home) / "connected").exists, 10)
+    copy_accounts, homes = accounts.take(2)
+    copies = source.fork(2, accounts=copy_accounts, homes=[str(h) for h in homes])
+    desktops.extend(copies)
+    for desktop in [*copies, source]:
+        (Path(desktop.home) / "go").touch()
+        assert wait_until((Path(desktop.home) / "got").exists, 10), "the app's connection did not carry on"
+        assert wait_until(lambda: (Path(desktop.home) / "got").read_text() == "sent before the fork", 5)
+    app.kill()
+
+
 def test_bad_requests_and_a_desktop_that_cannot_be_dumped_fork_nothing(accounts, desktops):
     source = start(accounts, desktops, [XTERM])
     for n in (0, 17, True, "2", 1.5):
@@ -354,13 +394,11 @@ def test_bad_requests_and_a_desktop_that_cannot_be_dumped_fork_nothing(accounts,
     with pytest.raises(ConfigError):
         source.fork(2, accounts=copy_accounts[:1], homes=[str(h) for h in homes])
     trees = set(os.listdir("/run/hci-envs/fork/trees"))
-    # an app of the tree with a listening TCP socket: CRIU 4.1 cannot dump it on this kernel (SO_PASSCRED)
-    listener = source.launch(AppState(command=["python3", "-c", "import socket, time\n"
-                                               "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
-                                               "open('listening', 'w').close(); time.sleep(3600)"],
-                                      name="listener", wait_for_window=False))
-    assert wait_until((Path(source.home) / "listening").exists, 10)
-    (Path(source.home) / "listening").unlink()
+    # an app of the tree holding an io_uring, which CRIU cannot dump
+    listener = source.launch(AppState(command=["python3", "-c", IO_URING], name="io-uring", wait_for_window=False))
+    assert wait_until((Path(source.home) / "ring").exists, 10)
+    assert (Path(source.home) / "ring").read_text() == "ok", "no io_uring here: the dump failure cannot be tried"
+    (Path(source.home) / "ring").unlink()
     with pytest.raises(ForkError) as failed:
         source.fork(2, accounts=copy_accounts, homes=[str(h) for h in homes])
     assert failed.value.details["reason"] == "dump failed" and "CRIU" in failed.value.message
@@ -463,8 +501,23 @@ def test_an_environment_forks_into_environments_of_their_own(forkable):
         env.reset(task=TASK)
         env.call_tool("bash", {"command": "echo kept > kept.txt; cd /tmp && echo in-tmp > t"})
         env.call_tool("type_text", {"text": "typed before the fork"})
+        # what the agent's tools keep between calls: the shell's folder, variables and jobs, Python's, CodeAct's
+        env.call_tool("bash", {"command": "cd /tmp && MARK=set-in-the-source; sleep 600 &", "persistent": True})
+        env.call_tool("python", {"code": "import os\nanswer = 6 * 7\nworker = os.getpid()"})
+        env.run_code("noted = 'in the worker'")
         copies = env.fork(2)
-        for copy in copies:
+        for i, copy in enumerate(copies):
+            # the same processes, with their memory, as the copy's account; then each goes its own way
+            shell = copy.call_tool("bash", {"command": "jobs -r > jobs; echo $MARK $PWD $(wc -l < jobs); MARK=copy-"
+                                            + str(i), "persistent": True})
+            assert shell.data["stdout"] == "set-in-the-source /tmp 1\n", shell.text  # its background job too
+            said = copy.call_tool("python", {"code": "print(answer, worker == os.getpid())\nanswer = " + str(i)})
+            assert said.data["stdout"] == "42 True\n" and not said.data["restarted"], said.text
+            assert copy.run_code("print(noted)").stdout == "in the worker\n"
+            carried = {copy.desktop.lasting_process(pid) for pid in
+                       (copy.lasting_state()["bash_shell"], copy.lasting_state()["python"]["pid"],
+                        copy.code.lasting_state()["pid"])}
+            assert None not in carried and {os.stat(f"/proc/{p.pid}").st_uid for p in carried} == {copy.account.uid}
             # each copy's agent in its own session's control groups (its limits), none in the source's
             groups = copy.desktop.groups
             assert groups is not None, "no control groups here: the copies' limits cannot be checked"
@@ -481,8 +534,16 @@ def test_an_environment_forks_into_environments_of_their_own(forkable):
         copies[1].call_tool("bash", {"command": "echo wrong > answer.txt"})
         assert [c.score().passed for c in copies] == [True, False]
         assert not env.score().passed  # the source wrote nothing
-        # the agent's Python starts again in a copy (its worker's pipes were the source's), state lost but working
-        assert copies[0].call_tool("python", {"code": "print(6 * 7)"}).data["stdout"] == "42\n"
+        # a copy's tools signal the copy's processes: an interrupted run leaves its interpreter (and state) there
+        said = copies[0].call_tool("python", {"code": "import time\ntime.sleep(30)", "timeout": 1})
+        assert said.data["timed_out"] and not said.data["restarted"], said.text
+        # none saw the others' changes
+        for i, copy in enumerate(copies):
+            assert copy.call_tool("python", {"code": "print(answer)"}).data["stdout"] == f"{i}\n"
+            assert copy.call_tool("bash", {"command": "echo $MARK", "persistent": True}).data["stdout"] == f"copy-{i}\n"
+        assert env.call_tool("python", {"code": "print(answer)"}).data["stdout"] == "42\n"
+        assert env.call_tool("bash", {"command": "echo $MARK", "persistent": True}).data["stdout"] == \
+            "set-in-the-source\n"
         # a warm reset leaves nothing of the agent's in the desktop's own /tmp
         env.reset()
         assert env.call_tool("bash", {"command": "cat /tmp/t"}).data["exit_code"] != 0
@@ -524,6 +585,8 @@ def test_a_checkpoint_is_a_moment_to_return_to_again_and_again(forkable):
         env.call_tool("type_text", {"text": "the moment"})
         env.call_tool("bash", {"command": "echo then > answer.txt"})
         env.call_tool("mouse_move", {"x": 200, "y": 300})
+        env.call_tool("python", {"code": "value = 'then'"})
+        env.call_tool("bash", {"command": "cd /tmp; WHEN=then", "persistent": True})
         settled(env.desktop)
         then = screen(env.desktop)
         kept = env.checkpoint("then")
@@ -531,6 +594,8 @@ def test_a_checkpoint_is_a_moment_to_return_to_again_and_again(forkable):
         for round_ in range(2):
             env.call_tool("type_text", {"text": f" and more, round {round_}"})
             env.call_tool("bash", {"command": "echo right > answer.txt; touch later.txt"})
+            env.call_tool("python", {"code": "value = 'later'"})
+            env.call_tool("bash", {"command": "cd ~; WHEN=later", "persistent": True})
             assert env.score().passed
             settled(env.desktop)
             assert differing(then, screen(env.desktop)) > 0
@@ -541,6 +606,9 @@ def test_a_checkpoint_is_a_moment_to_return_to_again_and_again(forkable):
             assert env.call_tool("bash", {"command": "cat answer.txt; ls"}).data["stdout"].split() == \
                 ["then", "answer.txt"]
             assert env.state.task == "fork-answer" and not env.score().passed
+            assert env.call_tool("python", {"code": "print(value)"}).data["stdout"] == "then\n"
+            assert env.call_tool("bash", {"command": "echo $WHEN $PWD", "persistent": True}).data["stdout"] == \
+                "then /tmp\n"
         with pytest.raises(Refused):
             env.reset(checkpoint="never taken")
     finally:
@@ -625,3 +693,58 @@ def test_a_server_session_forks_over_the_websocket_and_http(forkable, tmp_path):
             assert client.score()["success"]
             client.reset(checkpoint="here")
             assert not client.score()["success"]
+
+
+def test_todays_agents_go_on_in_the_copies(forkable):
+    """Claude's computer tool (the anthropic SDK's tool runner, with hci-envs' toolset) drives one copy and
+    OpenAI's (a Responses API computer call, its actions batched) another, each from the moment of the fork,
+    without a reset: each sees and types into the source's editor, and none sees the others' text."""
+    import anthropic
+    import openai
+    from helpers import ServerProcess
+    from model_stand_ins import MessagesStandIn, ResponsesStandIn
+
+    from hci_envs.adapters.anthropic_toolset import HciComputerToolset, fit_scale
+    from hci_envs.adapters.openai_computer import computer_tool, run_computer_call
+    from hci_envs.client import HciEnvClient
+
+    def editor_text(session) -> list[str]:
+        nodes = session.call_tool("accessibility_tree", app="mousepad").observation.data["nodes"]
+        return [n["text"] for n in nodes if n.get("role") == "text" and "text" in n]
+
+    with ServerProcess("--env", "workstation", "--desktop", "forkable", "--app", "mousepad", "--max-sessions", "4",
+                       "--size", f"{SIZE[0]}x{SIZE[1]}") as server, HciEnvClient(server.base_url) as client:
+        client.reset()
+        client.call_tool("type_text", text="the moment")
+        assert wait_until(lambda: editor_text(client) == ["the moment"], 15), editor_text(client)
+        claude, gpt = client.fork(2)
+        try:
+            use = {"type": "tool_use", "toolset_name": "computer"}
+            turns = [[{**use, "name": "screenshot", "input": {}}],
+                     [{**use, "name": "type", "input": {"text": ", then Claude ✓"}}],
+                     [{"type": "text", "text": "Done."}]]
+            with MessagesStandIn(turns) as api:
+                state = claude.state()
+                toolset = HciComputerToolset(claude, scale=fit_scale(state.screen_width, state.screen_height),
+                                             confirm=lambda context: True)
+                sdk = anthropic.Anthropic(api_key="sk-ant-test", base_url=api.base_url)
+                runner = sdk.beta.messages.tool_runner(model="claude-test", max_tokens=1024, max_iterations=5,
+                                                       tools=[toolset],
+                                                       messages=[{"role": "user", "content": "Go on from here."}])
+                assert [message.stop_reason for message in runner] == ["tool_use", "tool_use", "end_turn"]
+            answered = api.exchanges[1].body["messages"][-1]["content"][0]
+            assert answered["type"] == "tool_result" and answered["content"][0]["type"] == "image"
+            turns = [[{"type": "computer_call", "pending_safety_checks": [],
+                       "actions": [{"type": "type", "text": ", then GPT ✓"}, {"type": "screenshot"}]}]]
+            with ResponsesStandIn(turns) as api:
+                response = openai.OpenAI(api_key="sk-test", base_url=f"{api.base_url}/v1").responses.create(
+                    model="gpt-test", tools=[computer_tool()], input="Go on from here.")
+                [call] = [item for item in response.output if item.type == "computer_call"]
+                result = run_computer_call(call, gpt.step)
+            assert result.output is not None and [o["status"] for o in result.outcomes] == ["ok", "ok"]
+            for session, text in ((claude, "the moment, then Claude ✓"), (gpt, "the moment, then GPT ✓"),
+                                  (client, "the moment")):
+                assert wait_until(lambda: editor_text(session) == [text], 15), (text, editor_text(session))
+        finally:
+            claude.close()
+            gpt.close()

@@ -1,6 +1,7 @@
 """Forks and checkpoints where they cannot be had (hci_envs.env.forking, hci_envs.fork.criu_image), without X
 or CRIU: a desktop that cannot be forked says why with a typed error, on every face, and leaves nothing behind;
-a copy's uid maps are rewritten field by field. The forks themselves are tests/test_fork.py's (tier fork)."""
+a copy's uid maps are rewritten field by field; a restore gets new pipes for the agent's lasting processes, each
+the right way round. The forks themselves are tests/test_fork.py's (tier fork)."""
 
 from __future__ import annotations
 
@@ -92,3 +93,67 @@ def test_a_copys_uid_maps_are_rewritten_and_nothing_else(tmp_path: Path):
     assert linked.read_bytes() == _image(userns), "the dump's own image (a hard link) changed"
     with pytest.raises(ForkError):
         criu_image.give_copy_its_uids(tmp_path, {0: 1}, {0: 1})  # no host id for uid 1000
+
+
+# -- the pipes a restore hands the agent's lasting processes (hci_envs.fork.kept) --------------------------------
+class _NoTree:
+    """The test seam for a restored tree: no process of it runs (the pipes are what is tested here)."""
+
+    def pids(self) -> dict[int, int]:
+        return {}
+
+
+def test_a_pipe_end_is_known_by_its_inode_and_direction(tmp_path: Path):
+    import os
+
+    from hci_envs.fork.kept import _pipe
+
+    r, w = os.pipe()
+    try:
+        inode = os.fstat(r).st_ino
+        assert _pipe(r) == (inode, True) and _pipe(w) == (inode, False)
+        with open(tmp_path / "file", "w") as f:
+            assert _pipe(f.fileno()) is None
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_a_restore_gets_one_new_pipe_per_dumped_pipe_the_right_way_round():
+    import os
+
+    from hci_envs.fork.kept import KeptSpec, NewPipes
+
+    # a shell read from one pipe (0) and wrote to another (1 and 2, one pipe); an interpreter had a pipe each way
+    shell = KeptSpec("shell", 10, {0: (100, True), 1: (101, False), 2: (101, False)}, standard=(0, 1))
+    worker = KeptSpec("worker", 20, {5: (200, True), 6: (201, False)})
+    pipes = NewPipes([shell, worker])
+    try:
+        tree = pipes.tree_ends()
+        assert set(tree) == {100, 101, 200, 201}
+        assert [_reads(tree[i]) for i in (100, 101, 200, 201)] == [True, False, True, False]
+        kept = pipes.processes(_NoTree())  # type: ignore[arg-type]
+    finally:
+        pipes.close()  # the tree's ends are the restore's: closed here once it has them
+    with pytest.raises(OSError):
+        os.fstat(tree[100])
+    restored = kept[10]
+    assert restored.pid > 4_000_000 and restored.stdin is not None and restored.stdout is not None
+    # the server's end of what the process writes on 2 is a descriptor of its own (1's is stdout)
+    err = restored.take_end(2)
+    assert _reads(err) and os.fstat(err).st_ino == os.fstat(restored.stdout.fileno()).st_ino
+    with pytest.raises(LookupError):
+        restored.take_end(2)
+    to, from_ = kept[20].take_end(5), kept[20].take_end(6)
+    assert not _reads(to) and _reads(from_)
+    for fd in (err, to, from_):
+        os.close(fd)
+    restored.close_ends()
+    kept[20].close_ends()
+
+
+def _reads(fd: int) -> bool:
+    import fcntl
+    import os
+
+    return fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY

@@ -121,7 +121,7 @@ class BashAccess(Trait):
         with slot["lock"]:
             proc = slot["proc"]
             if proc is None or proc.poll() is not None:
-                proc = slot["proc"] = desktop.spawn_agent(
+                proc = slot["proc"] = desktop.spawn_lasting(
                     "bash-shell", ["bash", "--noprofile", "--norc"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                 )
@@ -141,6 +141,18 @@ class BashAccess(Trait):
                 desktop.processes.stop(proc, timeout=1.0)  # the next call starts a fresh shell
                 slot["proc"] = None
             return _output(stdout, stderr, code, stopped, timeout)
+
+    def lasting_state(self) -> dict[str, Any]:
+        state = super().lasting_state()
+        proc = self._shell_slot()["proc"]
+        if proc is not None and proc.poll() is None and getattr(proc, "inside_pid", None) is not None:
+            state["bash_shell"] = proc.inside_pid
+        return state
+
+    def resume_lasting(self, state: dict[str, Any], desktop: Any) -> None:
+        super().resume_lasting(state, desktop)
+        if "bash_shell" in state:
+            self._shell_slot()["proc"] = desktop.lasting_process(state["bash_shell"])
 
     def on_session_end(self) -> None:
         super().on_session_end()

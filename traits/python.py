@@ -32,7 +32,7 @@ class PythonAccess(Trait):
             desktop: Any = self.desktop  # type: ignore[attr-defined]
             interpreter = Interpreter(
                 env=desktop.app_env(), cwd=desktop.agent_home, python=self.python_executable,
-                spawn=desktop.spawn_agent,
+                spawn=desktop.spawn_lasting,
             )
             self.__dict__["_python_interpreter"] = interpreter
         return interpreter
@@ -49,6 +49,18 @@ class PythonAccess(Trait):
         printed, its stderr, and the exception if one was raised."""
         result = self._interpreter().run(code, timeout=timeout, max_output=max_output)
         return ToolOutput(text=result.text() or "(no output)", data=result.data(), is_error=result.error is not None)
+
+    def lasting_state(self) -> dict[str, Any]:
+        state = super().lasting_state()
+        interpreter = self.__dict__.get("_python_interpreter")
+        if interpreter is not None and (carried := interpreter.lasting_state()) is not None:
+            state["python"] = carried
+        return state
+
+    def resume_lasting(self, state: dict[str, Any], desktop: Any) -> None:
+        super().resume_lasting(state, desktop)
+        if "python" in state:
+            self._interpreter().resume(state["python"], desktop)
 
     def on_session_end(self) -> None:
         super().on_session_end()

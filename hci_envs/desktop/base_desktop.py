@@ -322,6 +322,16 @@ class BaseDesktop(abc.ABC):
                                     file_size=self.limits.disk if self.bounded else None,  # type: ignore[union-attr]
                                     **kwargs)
 
+    def spawn_lasting(self, name: str, argv: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
+        """A process of the agent's that lives from one tool call to the next (a persistent shell, an
+        interpreter); here, as any of its commands (a forkable desktop carries it into its copies)."""
+        return self.spawn_agent(name, argv, **kwargs)
+
+    def lasting_process(self, inside_pid: int) -> Any:
+        """A lasting process a fork or checkpoint carried into this desktop: none here (only a forkable desktop
+        has copies)."""
+        return None
+
     def limits_enforced(self) -> str | None:
         """What the kernel did to the agent side for its limits since the last time this was asked, in words for
         the agent's next observation; None when nothing."""

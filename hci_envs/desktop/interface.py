@@ -118,6 +118,10 @@ class VirtualDesktop(Protocol):
         """The environment variables of a program run as the agent on this desktop."""
     def spawn_agent(self, name: str, argv: list[str], **kwargs: Any) -> Any:
         """Start a program as the agent on this desktop (its process group is the desktop's to end)."""
+    def spawn_lasting(self, name: str, argv: list[str], **kwargs: Any) -> Any:
+        """Start a program of the agent's that lives from one tool call to the next (a fork carries it)."""
+    def lasting_process(self, inside_pid: int) -> Any:
+        """The lasting process a fork or checkpoint carried into this desktop, by its pid in the desktop."""
     def wait_caught_up(self, since: float, timeout: float, *, cancelled: Any = None) -> list[str]:
         """Wait until no command the agent started since ``since`` still runs; what was still busy."""
     def vnc_socket(self, timeout: float = 10.0) -> Any:

@@ -3,8 +3,9 @@
 The desktop does the copying (:meth:`hci_envs.fork.ForkableDesktop.fork`); this gives each copy to an
 environment of its own (made like the source, so with an agent account and a home of its own) and carries
 over what the environment knows of the episode: the start state, the task (so each copy can be scored on its
-own), the step count, the seed. Each copy's episode gets an id of its own. The control plane forks; no tool of
-the agent's can (a fork is not in the action vocabulary).
+own), the step count, the seed, and the processes its tools keep between calls (the persistent shell, the
+python tool's interpreter, CodeAct's worker), which each copy's tools go on with. Each copy's episode gets an id
+of its own. The control plane forks; no tool of the agent's can (a fork is not in the action vocabulary).
 """
 
 from __future__ import annotations
@@ -39,8 +40,7 @@ def fork_into(source: Any, targets: list[Any]) -> None:
     for target in targets:
         if target.desktop is not None or target.episode.started:
             raise ForkError("a fork goes into environments that have not started", reason="unavailable")
-    # the agent's CodeAct worker holds the server's pipes (it could not be in the dump): it starts again
-    source.code.close()
+    lasting = Lasting.of(source)
     for target in targets:  # room for the source's home, whatever its episode's disk limit is
         target.homes.restore(None, disk=source.homes.disk)
     copies = desktop.fork(len(targets), accounts=[t.account for t in targets] if source.account else None,
@@ -48,7 +48,7 @@ def fork_into(source: Any, targets: list[Any]) -> None:
     adopted: list[Any] = []
     try:
         for target, copy in zip(targets, copies):
-            adopt(target, source, copy)
+            adopt(target, source, copy, lasting)
             adopted.append(target)
     except BaseException:  # all or nothing: no target keeps a copy, and none is left without an owner
         for target in adopted:
@@ -58,8 +58,26 @@ def fork_into(source: Any, targets: list[Any]) -> None:
         raise
 
 
-def adopt(target: Any, source: Any, desktop: Any) -> None:
-    """Make ``desktop`` (a copy of ``source``'s) the desktop of ``target``'s running episode."""
+@dataclasses.dataclass
+class Lasting:
+    """The processes an environment's tools keep between calls, as a fork or checkpoint carries them: the
+    traits' (:meth:`~hci_envs.tools.trait.Trait.lasting_state`) and CodeAct's worker."""
+
+    traits: dict[str, Any]
+    code: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, env: Any) -> Lasting:
+        return cls(env.lasting_state(), env.code.lasting_state())
+
+    def resume(self, env: Any, desktop: Any) -> None:
+        env.resume_lasting(self.traits, desktop)
+        env.code.resume(self.code, desktop, env.home)
+
+
+def adopt(target: Any, source: Any, desktop: Any, lasting: Lasting) -> None:
+    """Make ``desktop`` (a copy of ``source``'s) the desktop of ``target``'s running episode, its tools going on
+    with the processes ``lasting`` names."""
     with target._lock:
         target.declared_state = source.declared_state
         target.desktop = desktop
@@ -69,6 +87,7 @@ def adopt(target: Any, source: Any, desktop: Any) -> None:
                                       last_used=time.monotonic())  # new: an idle source's copies are not idle
         target.episode = episode
         target.on_session_start(desktop)
+        lasting.resume(target, desktop)
         target.hooks.notify("desktop")
         target.hooks.notify("reset")
 
@@ -87,6 +106,7 @@ class Checkpoint:
     declared_state: Any
     task: Any
     own_start_state: Any
+    lasting: Lasting
 
 
 class Checkpoints:
@@ -110,7 +130,7 @@ class Checkpoints:
                               f"a name replaces it ({', '.join(sorted(self._kept))})", field="name")
         if self._root is None:
             self._root = temporary_dir("hci-envs-checkpoints-")
-        env.code.close()  # the agent's CodeAct worker holds the server's pipes: it starts again
+        lasting = Lasting.of(env)
         folder = self._root / f"{name}.{uuid.uuid4().hex[:8]}"
         try:
             moment = desktop.checkpoint(folder)
@@ -119,7 +139,7 @@ class Checkpoints:
             raise
         self.drop(name)
         self._kept[name] = Checkpoint(moment, dataclasses.replace(env.episode), env.declared_state, env.tasks.task,
-                                      env.tasks.own_start_state)
+                                      env.tasks.own_start_state, lasting)
         return {"name": name, "seconds": round(moment.dump.seconds, 3),
                 "frozen_seconds": round(moment.dump.frozen_seconds, 3), "bytes": moment.dump.size}
 
@@ -173,5 +193,6 @@ def return_to(env: Any, checkpoint: Checkpoint, seed: int | None, episode_id: st
     env.episode = dataclasses.replace(checkpoint.episode, id=episode_id or str(uuid.uuid4()), seed=seed,
                                       pristine=False, closed=False, active=True, last_used=time.monotonic())
     env.on_session_start(desktop)
+    checkpoint.lasting.resume(env, desktop)
     env.hooks.notify("desktop")
     env.hooks.notify("reset")

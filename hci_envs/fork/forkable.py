@@ -10,10 +10,11 @@ with host uids of its own. What the server's connection held is carried over: th
 the pointer (the X server's, dumped with it).
 
 Its accessibility bus runs in the tree too (:mod:`.bus`), and the server's connection to it is closed around
-a fork as its X connections are. The agent's commands attached to the server by pipes (a bash or python tool's
-process, CodeAct's worker) end at a fork: a descriptor of the server's cannot be in a dump. Not yet in a
-forkable desktop: a network (the tree's namespace has only its loopback: an egress policy other than ``none``
-is refused).
+a fork as its X connections are. The agent's lasting processes (the persistent shell, the python tool's
+interpreter, CodeAct's worker: :meth:`spawn_lasting`) are pid 1's children too, and a fork carries them with
+new pipes to the server (:mod:`.kept`); its other commands attached to the server (a one-shot bash command)
+end at a fork, as they end at the end of their tool call. Not yet in a forkable desktop: a network (the tree's
+namespace has only its loopback: an egress policy other than ``none`` is refused).
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..desktop.base_desktop import X_RESOURCES
 from ..desktop.desktop import Desktop
@@ -40,8 +42,9 @@ from ..sandbox.accounts import AGENT_PATH, AgentAccount
 from ..sandbox.limits import Limits
 from ..sandbox.network import NetworkPolicy
 from ..sandbox.watchdog import WATCHDOG, remove_temporary_dir, temporary_dir
-from . import criu
+from . import criu, kept
 from .bus import TreeBus
+from .kept import KeptProcess, KeptSpec, NewPipes
 from .snapshot import Dump, HomeCopy, dump, restore
 from .tree import (
     INSIDE_DISPLAY, STATE, AttachedProcess, DesktopTree, HostDisplay, TreeProcess, started_child, tree_folder,
@@ -58,7 +61,7 @@ MAX_COPIES = 16
 
 class ForkableDesktop(Desktop):
     """A :class:`~hci_envs.desktop.Desktop` in a process tree of its own, which :meth:`fork` copies live.
-    Needs a server running as root and CRIU 4.1 or later (``python3 -m hci_envs install --fork``)."""
+    Needs a server running as root and CRIU 4.2 or later (``python3 -m hci_envs install --fork``)."""
 
     def __init__(self, state: StartState | None = None, *, home: str | None = None,
                  account: AgentAccount | None = None, max_processes: int = 0, limits: Limits | None = None,
@@ -81,6 +84,8 @@ class ForkableDesktop(Desktop):
         self.last_dump: dict[str, float] = {}
         self._own_home: Path | None = None
         self._fork_lock = threading.Lock()
+        #: The agent's lasting processes, by their pid in the tree.
+        self._lasting: dict[int, KeptProcess] = {}
 
     # -- the tree --------------------------------------------------------------------------------------
     def _take_ids(self) -> None:
@@ -214,6 +219,29 @@ class ForkableDesktop(Desktop):
         self._limit(proc.pid)
         return proc  # type: ignore[return-value]
 
+    def spawn_lasting(self, name: str, argv: list[str], **kwargs: Any) -> KeptProcess:  # type: ignore[override]
+        """A process of the agent's that lives from one tool call to the next (a persistent shell, an
+        interpreter), with pipes to the server as ``subprocess.Popen`` makes them (``stdin``, ``stdout``,
+        ``stderr``, ``pass_fds``): pid 1's child, which a fork carries into every copy (where
+        :meth:`lasting_process` gives it, with the server's new ends of its pipes)."""
+        if self.tree is None:
+            raise DesktopDiedError("the desktop has not started")
+        for pid, ended in [(pid, proc) for pid, proc in self._lasting.items() if proc.poll() is not None]:
+            ended.close_ends()
+            del self._lasting[pid]
+        env = kwargs.pop("env", None) or self.app_env()
+        proc = kept.spawn(self.tree, name, argv, env=env, cwd=self._inside(kwargs.pop("cwd", None)),
+                          max_processes=self.max_processes, **kwargs)
+        self._limit(proc.pid)
+        self._lasting[proc.inside_pid] = proc
+        return proc
+
+    def lasting_process(self, inside_pid: int) -> KeptProcess | None:
+        """The lasting process that was ``inside_pid`` in the tree when a fork or a checkpoint took this desktop
+        (None: it is not running)."""
+        proc = self._lasting.get(inside_pid)
+        return proc if proc is not None and proc.poll() is None else None
+
     def _inside(self, cwd: object) -> str:
         """A working folder as the tree sees it (relative: to the home)."""
         return os.path.join(HOME, self.agent_path(str(cwd or HOME)))
@@ -280,6 +308,9 @@ class ForkableDesktop(Desktop):
         if self._host_display is not None:
             self._host_display.close()
             self._host_display = None
+        lasting, self._lasting = self._lasting, {}
+        for proc in lasting.values():
+            proc.close_ends()
         if self.tree is not None:
             self.tree.kill()
             WATCHDOG.release(self.tree.pid1)
@@ -399,7 +430,7 @@ class ForkableDesktop(Desktop):
         return Moment(snapshot, self.state, [(spec, proc.inside_pid) for spec, proc in self._apps],  # type: ignore
                       self._wm.inside_pid if self._wm is not None else None, self._logs, held, home,  # type: ignore
                       self._a11y_bus.pids if self._a11y_bus is not None else None,  # type: ignore[attr-defined]
-                      self.no_accessibility)
+                      self.no_accessibility, [p.spec for p in self._lasting.values() if p.poll() is None])
 
     def _reconnect(self, held: tuple[str | None, tuple[str, ...]]) -> None:
         self._open_connections()
@@ -410,10 +441,16 @@ class ForkableDesktop(Desktop):
             self.events.set_clipboard(text, selections)
 
     def _restore_moment(self, moment: Moment) -> None:
-        """Become a new tree restored from ``moment``, with this desktop's ids and home."""
-        self._took(restore(moment.dump, Path(self.home), root_uid=self._root_uid, agent_uid=self._agent_uid,
-                           agent_gid=self._agent_gid))
-        assert self.tree is not None
+        """Become a new tree restored from ``moment``, with this desktop's ids and home, and new pipes between
+        the server and the agent's lasting processes."""
+        pipes = NewPipes(moment.lasting)
+        try:
+            self._took(restore(moment.dump, Path(self.home), root_uid=self._root_uid, agent_uid=self._agent_uid,
+                               agent_gid=self._agent_gid, pipes=pipes.tree_ends()))
+            assert self.tree is not None
+            self._lasting = pipes.processes(self.tree)
+        finally:
+            pipes.close()
         if moment.window_manager is not None:
             self._wm = self.tree.process(moment.window_manager)  # type: ignore[assignment]
         self._apps = [(spec, self.tree.process(pid)) for spec, pid in moment.apps]  # type: ignore[misc]
@@ -447,6 +484,8 @@ class Moment:
     #: The pids inside of the accessibility bus's daemon and registry (None: the desktop has no bus; why).
     accessibility_bus: tuple[int, int] | None = None
     no_accessibility: str | None = None
+    #: The agent's lasting processes that ran (:mod:`.kept`).
+    lasting: list[KeptSpec] = field(default_factory=list)
 
 
 def _restore_all(moment: Moment, desktops: list[ForkableDesktop]) -> None:

@@ -2,8 +2,10 @@
 
 A dump holds every process of the tree with its memory, and the contents of its tmpfs mounts (/tmp, /dev/shm).
 The mounts that come from the host are named external: each copy gets its own display socket folder in place
-of the source's, and its own home, which the dump's ``post-dump`` action fills while the tree is still frozen. A copy's images are hard links to the dump's, but for the two small ones
-rewritten for its uids (:func:`.criu_image.give_copy_its_uids`).
+of the source's, and its own home, which the dump's ``post-dump`` action fills while the tree is still frozen.
+A copy's images are hard links to the dump's, but for the two small ones rewritten for its uids
+(:func:`.criu_image.give_copy_its_uids`). The pipes between the server and the agent's lasting processes are
+dumped as the processes' ends alone; a restore is handed new ones (:mod:`.kept`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +26,7 @@ from ..errors import ForkError
 from ..sandbox.watchdog import remove_temporary_dir
 from . import criu
 from .criu_image import frozen_seconds, give_copy_its_uids
-from .tree import EXTERNAL_MOUNTS, DesktopTree, skeleton, socket_folder, tree_folder
+from .tree import DesktopTree, external_mounts, skeleton, socket_folder, tree_folder
 
 
 @dataclass
@@ -66,12 +69,13 @@ def dump(tree: DesktopTree, images: Path, home: Path, copies: list[HomeCopy]) ->
     script.write_text(f"#!/bin/sh\nexec {shlex.join(argv)}\n")  # the server's Python, which has this package
     script.chmod(0o700)
     # chromium keeps deleted files open (its metrics, 4 MiB), which CRIU saves whole up to the ghost limit, and
-    # locks its profile, which CRIU saves only when asked; the network is left as it is (no iptables lock)
-    external = [f"--external=mnt[{mountpoint}]:{key}" for mountpoint, key in EXTERNAL_MOUNTS.items()]
+    # locks its profile, which CRIU saves only when asked; the network is left as it is (no iptables lock), and
+    # the apps' TCP connections (inside the tree's namespace) are dumped as they are, and restored in each copy
+    external = [f"--external=mnt[{mountpoint}]:{key}" for mountpoint, key in external_mounts().items()]
     started = time.perf_counter()
     done = subprocess.run([*command, "dump", "-t", str(tree.pid1), "-D", str(images), "--leave-running",
-                           "--network-lock", "skip", "--ghost-limit", "64M", "--file-locks", *external,
-                           "--action-script", str(script), "-o", "dump.log"],
+                           "--network-lock", "skip", "--tcp-established", "--ghost-limit", "64M", "--file-locks",
+                           *external, "--action-script", str(script), "-o", "dump.log"],
                           capture_output=True, text=True, stdin=subprocess.DEVNULL)
     seconds = time.perf_counter() - started
     if done.returncode:
@@ -85,9 +89,11 @@ def dump(tree: DesktopTree, images: Path, home: Path, copies: list[HomeCopy]) ->
 
 
 def restore(source: Dump, home: Path, *, root_uid: int, agent_uid: int, agent_gid: int,
-            timeout: float = 60.0) -> DesktopTree:
+            pipes: Mapping[int, int] | None = None, timeout: float = 60.0) -> DesktopTree:
     """A new tree from ``source``'s images, its root and agent running as ``root_uid`` and ``agent_uid``, with
-    ``home`` (filled at the dump) as its home and a display socket folder of its own. Its processes stay in the
+    ``home`` (filled at the dump) as its home and a display socket folder of its own. ``pipes`` gives the tree
+    new ends of the pipes whose other end was the server's at the dump (by the dumped pipe's inode: the
+    server's descriptor of the tree's end of a new pipe, whose other end the server keeps). Its processes stay in the
     server's control groups (the caller puts the agent's in the copy's own): not in the source's, where the dump
     found them. Raises :class:`ForkError` with CRIU's words when the restore fails, and leaves nothing then."""
     command = _criu()
@@ -104,12 +110,14 @@ def restore(source: Dump, home: Path, *, root_uid: int, agent_uid: int, agent_gi
         x11 = socket_folder(folder, root_uid)
         own = {"/tmp/.X11-unix": x11, "/home/agent": home}
         external = [f"--external=mnt[{key}]:{own.get(mountpoint, mountpoint)}"
-                    for mountpoint, key in EXTERNAL_MOUNTS.items()]
+                    for mountpoint, key in external_mounts().items()]
+        handed = [f"--inherit-fd=fd[{fd}]:pipe:[{inode}]" for inode, fd in (pipes or {}).items()]
         try:
             done = subprocess.run([*command, "restore", "-D", str(images), "-W", str(images), "--restore-detached",
-                                   "--file-locks", "--manage-cgroups=ignore", "--pidfile", str(pidfile),
-                                   "--root", str(skeleton()), *external, "-o", "restore.log"],
-                                  capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout)
+                                   "--file-locks", "--tcp-established", "--manage-cgroups=ignore", "--pidfile",
+                                   str(pidfile), "--root", str(skeleton()), *external, *handed, "-o", "restore.log"],
+                                  capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout,
+                                  pass_fds=tuple((pipes or {}).values()))
         except subprocess.TimeoutExpired:
             raise ForkError(f"CRIU did not restore a copy within {timeout:.0f}s", reason="restore failed") from None
         if done.returncode:

@@ -39,8 +39,32 @@ NO_PID = 4_194_305
 INSIDE_DISPLAY = 5
 #: Mounts that come into a tree from the host, named for CRIU: at a dump, by mountpoint; at a restore, by source.
 #: Their contents are not in a dump: the display's socket folder is each tree's own, and the home is copied.
+#: The server's own Python and package come in too (:func:`server_code`): :func:`external_mounts` has them all.
 EXTERNAL_MOUNTS = {"/usr": "_usr", "/etc": "_etc", "/tmp/.X11-unix": "_x11", "/home/agent": "_home",
                    **{f"/dev/{n}": f"_dev_{n}" for n in ("null", "zero", "random", "urandom", "full", "tty")}}
+#: Where a tree has tmpfs mounts of its own, over the skeleton.
+TREE_TMPFS = ("/tmp/", "/var/tmp/", "/run/", "/dev/")
+
+
+def server_code() -> list[str]:
+    """The host folders of the server's Python environment and package, where they are not under /usr: a tree
+    sees them read-only at the same paths, as an agent account sees them on any desktop, so that an app
+    started as ``{python} -m hci_envs....`` (a task's web site, its form) runs in the tree too."""
+    import hci_envs
+
+    found: list[str] = []
+    for candidate in (sys.prefix, str(Path(hci_envs.__file__).resolve().parents[1])):
+        place = os.path.realpath(candidate)
+        if place == "/" or any(place == d or place.startswith(d + "/") for d in ("/usr", "/etc", *found)):
+            continue
+        found = [f for f in found if not f.startswith(place + "/")]
+        found.append(place)
+    return sorted(found)
+
+
+def external_mounts() -> dict[str, str]:
+    """Every mount a tree has from the host, by its mountpoint, with the key CRIU knows it by."""
+    return {**EXTERNAL_MOUNTS, **{place: f"_code{i}" for i, place in enumerate(server_code())}}
 #: Where pid 1 comes from (its text is passed with -c: the tree never sees this checkout).
 _INIT = Path(__file__).with_name("tree_init.py")
 #: Made in the new namespaces by a launcher process (never the server itself, whose threads must not fork into
@@ -77,8 +101,9 @@ os.waitpid(child, 0)
 print(os.read(pid_r, 256).decode(), flush=True)
 '''
 #: Run inside a tree by nsenter, as the tree's root: starts a program as ``uid`` in a session of its own, with
-#: its output in the tree's log folder, and exits at once so that the program becomes pid 1's. Prints its pid
-#: (as the tree sees it) or why it could not start.
+#: its output in the tree's log folder or the descriptors it was handed (``fds``: pairs of the program's number
+#: and nsenter's), and exits at once so that the program becomes pid 1's. Prints its pid (as the tree sees it)
+#: or why it could not start.
 _SPAWN = r'''
 import ctypes, json, os, resource, sys
 spec = json.loads(sys.argv[1])
@@ -99,6 +124,15 @@ if pid == 0:
             out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         null = os.open("/dev/null", os.O_RDONLY)
         os.dup2(null, 0); os.dup2(out, 1); os.dup2(out, 2)
+        handed = [(target, os.dup(fd)) for target, fd in spec["fds"]]  # out of the way of the targets first
+        for target, fd in handed:
+            os.dup2(fd, target)  # inheritable
+        for fd in map(int, os.listdir("/proc/self/fd")):
+            if fd > 2 and fd not in dict(spec["fds"]):
+                try:
+                    os.set_inheritable(fd, False)
+                except OSError:
+                    pass
         if spec["nproc"]:
             resource.setrlimit(resource.RLIMIT_NPROC, (spec["nproc"], spec["nproc"]))
         if spec["uid"]:
@@ -140,6 +174,15 @@ def _program(name: str) -> str:
     if found is None:
         raise MissingDependencyError(f"a forkable desktop needs {name!r}, which is not installed", program=name)
     return found
+
+
+def _mountpoint(root: Path, folder: str) -> None:
+    place = root
+    for part in Path(folder).relative_to("/").parts:
+        place = place / part
+        if not place.is_dir():
+            place.mkdir(mode=0o755, exist_ok=True)
+            place.chmod(0o755)
 
 
 def fork_dir() -> Path:
@@ -320,7 +363,11 @@ class DesktopTree:
         for program in ("nsenter", "mount", "umount", "pivot_root", "ip", "Xvfb"):
             _program(program)
         x11 = socket_folder(folder, root_uid)
-        settings = json.dumps({"root": str(skeleton()), "x11": str(x11), "screen": screen, "dpi": dpi,
+        code = server_code()
+        for place in code:  # mountpoints in the skeleton every tree shares (the tree's root cannot make them
+            if not place.startswith(TREE_TMPFS):  # there); in its own tmpfs (a checkout in /tmp), it makes them
+                _mountpoint(skeleton(), place)
+        settings = json.dumps({"root": str(skeleton()), "x11": str(x11), "screen": screen, "dpi": dpi, "code": code,
                                "files": dict(files), "home": str(home), "timeout": timeout, "tmp_bytes": tmp_bytes})
         uid_map, gid_map = f"0 {root_uid} 1\n1000 {agent_uid} 1\n", f"0 {root_uid} 1\n1000 {agent_gid} 1\n"
         try:
@@ -388,14 +435,19 @@ class DesktopTree:
 
     # -- acting on it ----------------------------------------------------------------------------------------
     def spawn(self, argv: Sequence[str], *, env: Mapping[str, str], uid: int = 1000, cwd: str = "/",
-              log: str | None = None, max_processes: int = 0, umask: int = 0o077) -> TreeProcess:
+              log: str | None = None, max_processes: int = 0, umask: int = 0o077,
+              fds: Mapping[int, int] | None = None) -> TreeProcess:
         """Start ``argv`` in the tree as ``uid`` (its own: 0 the tree's root, 1000 its agent), in a session of its
-        own, with no new privileges; its output goes to ``log`` in the tree's log folder."""
+        own, with no new privileges; its output goes to ``log`` in the tree's log folder. ``fds`` hands it
+        descriptors of the server's: its number for each (0, 1 and 2 among them replace /dev/null and the log).
+        The process is pid 1's, and in a dump with them: a pipe whose other end stays with the server is dumped
+        as the process's end alone, which a restore is given anew (:func:`.snapshot.restore`)."""
+        handed = dict(fds or {})
         spec = json.dumps({"argv": list(argv), "env": dict(env), "uid": uid, "cwd": cwd, "log": log,
-                           "nproc": max_processes, "umask": umask})
+                           "nproc": max_processes, "umask": umask, "fds": sorted(handed.items())})
         try:
             done = subprocess.run(self._enter(_SPAWN, spec), capture_output=True, text=True, timeout=30, env={},
-                                  cwd="/", stdin=subprocess.DEVNULL)
+                                  cwd="/", stdin=subprocess.DEVNULL, pass_fds=tuple(handed.values()))
         except subprocess.TimeoutExpired:
             raise DisplayStartError(f"could not start {argv[0]!r} in the desktop within 30s") from None
         try:

@@ -39,12 +39,16 @@ def sh(*argv: str) -> None:
     subprocess.run(argv, check=True)
 
 
+def read_only(folder: str, root: str) -> None:
+    sh("mount", "--bind", folder, f"{root}{folder}")
+    sh("mount", "-o", "remount,bind,ro,nosuid,nodev", f"{root}{folder}")
+
+
 def build_root(cfg: dict) -> None:
     root = cfg["root"]
     sh("mount", "--bind", root, root)
-    for d in ("usr", "etc"):
-        sh("mount", "--bind", f"/{d}", f"{root}/{d}")
-        sh("mount", "-o", "remount,bind,ro,nosuid,nodev", f"{root}/{d}")
+    for d in ("/usr", "/etc"):
+        read_only(d, root)
     sh("mount", "-t", "tmpfs", "-o", "mode=755,nosuid", "tmpfs", f"{root}/dev")
     for node in ("null", "zero", "random", "urandom", "full", "tty"):
         open(f"{root}/dev/{node}", "w").close()
@@ -62,6 +66,9 @@ def build_root(cfg: dict) -> None:
     os.mkdir(f"{root}/tmp/.X11-unix")
     sh("mount", "--bind", cfg["x11"], f"{root}/tmp/.X11-unix")
     sh("mount", "--bind", cfg["home"], f"{root}/home/agent")
+    for d in cfg["code"]:  # the server's Python and package (once the tmpfs mounts are there: a checkout in /tmp)
+        os.makedirs(f"{root}{d}", exist_ok=True)
+        read_only(d, root)
     sh("ip", "link", "set", "lo", "up")
     os.chdir(root)
     sh("pivot_root", ".", "old")

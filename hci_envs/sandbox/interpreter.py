@@ -139,6 +139,8 @@ class Interpreter:
         self._buffer = bytearray()
         self._lock = threading.Lock()
         self._definitions: list[str] = []
+        #: The worker's numbers for its two pipes (what it reads, what it writes).
+        self._worker_fds: tuple[int, int] = (-1, -1)
 
     # -- process ---------------------------------------------------------------------------------------
     def _start(self) -> None:
@@ -164,6 +166,7 @@ class Interpreter:
         self._proc = proc
         self._to = os.fdopen(to_w, "w", encoding="utf-8")
         self._from = from_r
+        self._worker_fds = (to_r, from_w)
         self._buffer = bytearray()
         for source in self._definitions:
             self._send({"op": "define", "source": source})
@@ -232,6 +235,32 @@ class Interpreter:
             except (ProcessLookupError, PermissionError):
                 proc.kill()
             proc.wait(5)
+
+    # -- carried by a fork ---------------------------------------------------------------------------------
+    def lasting_state(self) -> dict[str, Any] | None:
+        """What a fork or checkpoint needs to give this interpreter's worker to an interpreter of the copy: its
+        pid in a forkable desktop, its pipes' numbers, the definitions (None: no worker to carry)."""
+        with self._lock:
+            pid = getattr(self._proc, "inside_pid", None)
+            if pid is None or self._proc.poll() is not None:  # type: ignore[union-attr]
+                return None
+            return {"pid": pid, "fds": list(self._worker_fds), "definitions": list(self._definitions)}
+
+    def resume(self, state: dict[str, Any] | None, desktop: Any) -> bool:
+        """Take as this interpreter's worker the one ``state`` describes, carried into ``desktop``; False when
+        it is not there (the next run starts a new one)."""
+        proc = desktop.lasting_process(state["pid"]) if state else None
+        if proc is None:
+            return False
+        with self._lock:
+            self._kill()
+            to, from_ = state["fds"]  # type: ignore[index]
+            self._proc = proc
+            self._to = os.fdopen(proc.take_end(to), "w", encoding="utf-8")
+            self._from = proc.take_end(from_)
+            self._worker_fds = (to, from_)
+            self._definitions = list(state["definitions"])  # type: ignore[index]
+        return True
 
     # -- use -------------------------------------------------------------------------------------------
     def define(self, source: str) -> None:

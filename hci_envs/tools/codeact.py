@@ -141,11 +141,23 @@ class CodeRunner:
         # have. An environment that gives the agent no programs (no bash, no python) gives CodeAct none
         # either: its worker cannot exec, fork, open sockets or write files (see interpreter_worker).
         runner = Interpreter(codeact=True, env=desktop.app_env(), cwd=desktop.agent_path(home),
-                             spawn=desktop.spawn_agent,
+                             spawn=desktop.spawn_lasting,
                              contained=self.contained)
         runner.define("".join(function_source(spec) for spec in self._tools().values()))
         self._runner = runner
         return runner
+
+    def lasting_state(self) -> dict[str, Any] | None:
+        """The worker, for a fork or checkpoint to carry (see :meth:`Interpreter.lasting_state`)."""
+        return self._runner.lasting_state() if self._runner is not None else None
+
+    def resume(self, state: dict[str, Any] | None, desktop: Any, home: Path) -> None:
+        """Take the worker ``state`` describes, carried into ``desktop`` (a copy's, a checkpoint's)."""
+        self.close()
+        if state is not None:
+            runner = self._start(desktop, home)
+            if not runner.resume(state, desktop):
+                self.close()
 
     def close(self) -> None:
         """End this episode's worker (the next run starts another)."""

@@ -3,7 +3,8 @@
 A trait contributes
   * tools: methods marked with :func:`hci_envs.tools.tool`, or a ``__tool_specs__`` sequence of ready specs;
   * session hooks: ``on_session_start(desktop)`` and ``on_session_end()``, cooperative through the MRO
-    (always call ``super()``);
+    (always call ``super()``), and ``lasting_state()`` / ``resume_lasting(state, desktop)`` for the processes
+    its tools keep between calls, which a fork carries;
   * start state: ``start_state_defaults`` merged into the environment's declared start state;
   * system packages: ``system_packages``, the Debian packages an image of the environment needs.
 
@@ -87,6 +88,15 @@ class Trait:
 
     def on_session_end(self) -> None:
         """Called before the desktop of an episode is torn down."""
+
+    def lasting_state(self) -> dict[str, Any]:
+        """The agent's processes this environment's tools keep from one call to the next (a persistent shell,
+        an interpreter), named so that a fork or a checkpoint can carry them: each trait adds its own keys."""
+        return {}
+
+    def resume_lasting(self, state: dict[str, Any], desktop: Any) -> None:
+        """Take the processes ``state`` (a :meth:`lasting_state`) names, carried into ``desktop``: a copy's, or
+        the desktop a checkpoint was returned to. Called after :meth:`on_session_start`."""
 
 
 def _owned(spec: ToolSpec, cls: type) -> ToolSpec:
