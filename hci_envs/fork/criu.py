@@ -1,9 +1,12 @@
 """CRIU, the checkpoint/restore tool a desktop is forked with: finding one that works here, and running it.
 
-Debian 12's CRIU (3.17) fails on kernels from 6.16; 4.1 from Debian 13 works. It must not be installed over
-Debian 12's C library, so :func:`fetch` puts Debian 13's package with its own libraries in a tree of its own
-(debootstrap, once) and CRIU runs through that tree's loader (``ld-linux --library-path``): nothing of the
-host changes. It still calls the host's ``ip``, ``iptables-save`` and ``tar`` while it dumps a namespace.
+Debian 12's CRIU (3.17) fails on kernels from 6.16. Debian 13's 4.1.1 dumps a desktop, but no process of it
+that holds a TCP socket (on kernels from 6.16, CRIU 4.1 asks every socket for SO_PASSCRED, which only Unix and
+netlink sockets answer now); 4.2, in Debian 14 ("forky", testing), dumps and restores them, established
+connections included. It must not be installed over Debian 12's C library, so :func:`fetch` puts Debian 14's
+package with its own libraries in a tree of its own (debootstrap, once) and CRIU runs through that tree's loader
+(``ld-linux --library-path``): nothing of the host changes. It still calls the host's ``ip``, ``iptables-save``
+and ``tar`` while it dumps a namespace.
 
 Standard library only: ``python3 -m hci_envs install --test`` fetches it before any virtual environment exists.
 """
@@ -19,11 +22,12 @@ from pathlib import Path
 
 from ..errors import MissingDependencyError
 
-#: Where Debian 13's CRIU is kept (made by :func:`fetch`).
-TREE = Path(os.environ.get("HCI_ENVS_CRIU_TREE", "/var/cache/hci-envs/criu-trixie"))
+#: The Debian release whose CRIU is fetched, and where it is kept (made by :func:`fetch`).
+RELEASE = "forky"
+TREE = Path(os.environ.get("HCI_ENVS_CRIU_TREE", f"/var/cache/hci-envs/criu-{RELEASE}"))
 MIRROR = "http://deb.debian.org/debian"
-#: The first version that dumps and restores a desktop on this project's kernels.
-MINIMUM = (4, 1)
+#: The first version that dumps and restores a desktop on this project's kernels, its TCP sockets included.
+MINIMUM = (4, 2)
 
 
 def _version(argv: list[str]) -> tuple[int, ...] | None:
@@ -36,14 +40,14 @@ def _version(argv: list[str]) -> tuple[int, ...] | None:
 
 
 def tree_command(tree: Path = TREE) -> list[str]:
-    """CRIU of the Debian 13 tree ``tree``, run through that tree's own loader and libraries."""
+    """CRIU of the Debian tree ``tree``, run through that tree's own loader and libraries."""
     libs = f"{tree}/usr/lib/x86_64-linux-gnu:{tree}/lib/x86_64-linux-gnu"
     return [f"{tree}/usr/lib64/ld-linux-x86-64.so.2", "--library-path", libs, f"{tree}/usr/sbin/criu"]
 
 
 @functools.cache
 def command() -> list[str] | None:
-    """A CRIU of version 4.1 or later: the host's ``criu``, else the fetched tree's; None when neither."""
+    """A CRIU of version 4.2 or later: the host's ``criu``, else the fetched tree's; None when neither."""
     host = shutil.which("criu")
     if host and (_version([host]) or (0,)) >= MINIMUM:
         return [host]
@@ -59,8 +63,8 @@ def unavailable() -> str | None:
     if os.geteuid() != 0:
         return "forking a desktop needs a server running as root (CRIU and namespaces with host uid maps)"
     if command() is None:
-        return ("no CRIU 4.1 or later here: `python3 -m hci_envs install --fork` fetches Debian 13's into "
-                f"{TREE} (or install criu 4.1+ on PATH)")
+        return (f"no CRIU {'.'.join(map(str, MINIMUM))} or later here: `python3 -m hci_envs install --fork` fetches "
+                f"Debian's into {TREE} (or install one on PATH)")
     for program in ("ip", "iptables-save", "tar", "nsenter", "setpriv"):
         if shutil.which(program, path="/usr/sbin:/usr/bin:/sbin:/bin") is None:
             return f"forking a desktop needs {program!r}, which is not installed"
@@ -68,21 +72,26 @@ def unavailable() -> str | None:
 
 
 def fetch(tree: Path = TREE, log: object = print) -> None:
-    """Put Debian 13's CRIU into ``tree`` with debootstrap, unless a working one is there already."""
+    """Put Debian 14's CRIU into ``tree`` with debootstrap, unless a working one is there already. Debian 12's
+    debootstrap knows the release by the script of the one in development (``sid``)."""
     if (tree / "usr/sbin/criu").exists() and (_version(tree_command(tree)) or (0,)) >= MINIMUM:
         return
     if shutil.which("debootstrap") is None:
         raise MissingDependencyError("fetching CRIU needs debootstrap (apt-get install debootstrap)",
                                      program="debootstrap")
-    log(f"fetching Debian 13's CRIU into {tree} (debootstrap, once)")  # type: ignore[operator]
+    log(f"fetching Debian's CRIU ({RELEASE}) into {tree} (debootstrap, once)")  # type: ignore[operator]
     partial = tree.with_name(tree.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["debootstrap", "--variant=minbase", "--include=criu", "trixie", str(partial), MIRROR],
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["debootstrap", "--variant=minbase", "--include=criu", RELEASE, str(partial), MIRROR,
+                    "/usr/share/debootstrap/scripts/sid"], check=True, stdout=subprocess.DEVNULL)
     shutil.rmtree(tree, ignore_errors=True)
     partial.rename(tree)
     command.cache_clear()
+    for earlier in tree.parent.glob("criu-*"):  # an earlier release's tree (criu-trixie), no longer run
+        if earlier != tree and earlier.name.startswith(tree.name.rsplit("-", 1)[0] + "-") and \
+                not earlier.name.endswith(".partial"):
+            shutil.rmtree(earlier, ignore_errors=True)
 
 
 def errors_of(log_path: Path, limit: int = 6) -> str:

@@ -4,7 +4,7 @@
     python3 -m hci_envs test [pytest args]   everything the tests need, then the whole suite, strictly
     python3 -m hci_envs install [--test] [--fork] [--agent-accounts N]     only the installation step
 
-``--fork`` (included in ``--test``) also fetches Debian 13's CRIU for forking running desktops (hci_envs.fork).
+``--fork`` (included in ``--test``) also fetches Debian 14's CRIU for forking running desktops (hci_envs.fork).
 
 System packages come from apt (as root, or through sudo). Python packages go into ``.venv`` next to
 pyproject.toml, on the system's Python where there is one (agent accounts can run it; a Python under
@@ -368,7 +368,7 @@ def protect_private_files(root: Path = ROOT) -> list[str]:
 
 
 def ensure_criu() -> None:
-    """Debian 13's CRIU in its own tree (hci_envs.fork.criu), unless a CRIU 4.1+ is there already."""
+    """Debian's CRIU in its own tree (hci_envs.fork.criu), unless a CRIU recent enough is there already."""
     from hci_envs.fork.criu import fetch
 
     fetch(log=log)

@@ -371,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--desktop", choices=("xvfb", "forkable", "fake"),
                    default=os.environ.get("HCI_ENVS_DESKTOP", "xvfb"),
                    help="xvfb: real X desktops (default); forkable: real X desktops that POST /sessions/ID/fork copies "
-                        "live (root and CRIU 4.1+: install --fork); fake: desktops without X, the test seam for "
+                        "live (root and CRIU 4.2+: install --fork); fake: desktops without X, the test seam for "
                         "everything but screen, input and apps (no VNC)")
     p.add_argument("--observation-format", choices=("png", "jpeg", "webp", "none"),
                    default=os.environ.get("HCI_ENVS_OBSERVATION_FORMAT"),
