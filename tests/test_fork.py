@@ -748,3 +748,30 @@ def test_todays_agents_go_on_in_the_copies(forkable):
         finally:
             claude.close()
             gpt.close()
+
+
+def test_a_browser_task_on_its_own_web_site_forks_and_each_copy_is_scored_on_its_own(forkable):
+    """The suite's browser world in a forkable desktop: its web site (``{python} -m hci_envs.tasks.apps.website``,
+    the server's package read-only in the tree) and chromium talking to it over TCP. Forked once the page is up,
+    the oracle solves the task in one copy: that copy scores 1, the other copy and the source 0."""
+    need_programs("chromium")
+    from hci_envs.tasks.suite import oracle_script, template_task
+    from hci_envs.tasks.world import AgentContext
+    from hci_envs.traits import WorkstationEnv
+
+    task = template_task("browser-contact-form.3")
+    env = WorkstationEnv(desktop="forkable")
+    copies: list = []
+    try:
+        env.reset(task=task)
+        copies = env.fork(2)
+        solver = copies[0]
+        for step, action in enumerate(oracle_script(task)(AgentContext(task, 0, solver))):
+            assert step < 30, "the oracle did not finish"
+            solver.step(action)
+        assert [copy.score().passed for copy in copies] == [True, False]
+        assert not env.score().passed
+    finally:
+        for copy in copies:
+            copy.close()
+        env.close()
