@@ -544,6 +544,14 @@ def test_an_environment_forks_into_environments_of_their_own(forkable):
         assert env.call_tool("python", {"code": "print(answer)"}).data["stdout"] == "42\n"
         assert env.call_tool("bash", {"command": "echo $MARK", "persistent": True}).data["stdout"] == \
             "set-in-the-source\n"
+        # a copy forks in its turn: its copy's tools go on with the copy's state (the pipes it was handed)
+        grandchild = copies[0].fork(1)[0]
+        copies.append(grandchild)
+        said = grandchild.call_tool("python", {"code": "print(answer)"})
+        assert said.data["stdout"] == "0\n" and not said.data["restarted"], said.text
+        assert grandchild.call_tool("bash", {"command": "echo $MARK", "persistent": True}).data["stdout"] == \
+            "copy-0\n"
+        assert grandchild.run_code("print(noted)").stdout == "in the worker\n"
         # a warm reset leaves nothing of the agent's in the desktop's own /tmp
         env.reset()
         assert env.call_tool("bash", {"command": "cat /tmp/t"}).data["exit_code"] != 0
@@ -609,6 +617,13 @@ def test_a_checkpoint_is_a_moment_to_return_to_again_and_again(forkable):
             assert env.call_tool("python", {"code": "print(value)"}).data["stdout"] == "then\n"
             assert env.call_tool("bash", {"command": "echo $WHEN $PWD", "persistent": True}).data["stdout"] == \
                 "then /tmp\n"
+        # a desktop returned to forks too, its tools' state with it
+        [again] = env.fork(1)
+        try:
+            said = again.call_tool("python", {"code": "print(value)"})
+            assert said.data["stdout"] == "then\n" and not said.data["restarted"], said.text
+        finally:
+            again.close()
         with pytest.raises(Refused):
             env.reset(checkpoint="never taken")
     finally:

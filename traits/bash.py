@@ -159,6 +159,8 @@ class BashAccess(Trait):
         slot = self.__dict__.get("_bash_shell")
         if slot and slot["proc"] is not None:
             proc, slot["proc"] = slot["proc"], None
+            if getattr(proc, "tree", None) is not None and proc.poll() is not None:
+                return  # a forkable desktop's shell that ended (its tree gone, say): its pid may be another's
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):

@@ -45,13 +45,11 @@ def fork_into(source: Any, targets: list[Any]) -> None:
         target.homes.restore(None, disk=source.homes.disk)
     copies = desktop.fork(len(targets), accounts=[t.account for t in targets] if source.account else None,
                           homes=[str(t.homes.path) for t in targets])
-    adopted: list[Any] = []
     try:
         for target, copy in zip(targets, copies):
             adopt(target, source, copy, lasting)
-            adopted.append(target)
-    except BaseException:  # all or nothing: no target keeps a copy, and none is left without an owner
-        for target in adopted:
+    except BaseException:  # all or nothing: no target keeps a copy (the one that failed half way neither)
+        for target in targets:
             target.desktop = None
         for copy in copies:
             copy.close()

@@ -24,7 +24,10 @@ from ..errors import MissingDependencyError
 
 #: The Debian release whose CRIU is fetched, and where it is kept (made by :func:`fetch`).
 RELEASE = "forky"
-TREE = Path(os.environ.get("HCI_ENVS_CRIU_TREE", f"/var/cache/hci-envs/criu-{RELEASE}"))
+DEFAULT_TREE = Path(f"/var/cache/hci-envs/criu-{RELEASE}")
+TREE = Path(os.environ.get("HCI_ENVS_CRIU_TREE", DEFAULT_TREE))
+#: Where the fetch of earlier versions put Debian 13's CRIU (4.1, which cannot dump TCP sockets here).
+EARLIER_TREE = Path("/var/cache/hci-envs/criu-trixie")
 MIRROR = "http://deb.debian.org/debian"
 #: The first version that dumps and restores a desktop on this project's kernels, its TCP sockets included.
 MINIMUM = (4, 2)
@@ -85,13 +88,16 @@ def fetch(tree: Path = TREE, log: object = print) -> None:
     partial.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run(["debootstrap", "--variant=minbase", "--include=criu", RELEASE, str(partial), MIRROR,
                     "/usr/share/debootstrap/scripts/sid"], check=True, stdout=subprocess.DEVNULL)
+    found = _version(tree_command(partial))
+    if (found or (0,)) < MINIMUM:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise MissingDependencyError(f"Debian's {RELEASE} gave CRIU {found or 'that does not run'}, not "
+                                     f"{'.'.join(map(str, MINIMUM))} or later: install one on PATH", program="criu")
     shutil.rmtree(tree, ignore_errors=True)
     partial.rename(tree)
     command.cache_clear()
-    for earlier in tree.parent.glob("criu-*"):  # an earlier release's tree (criu-trixie), no longer run
-        if earlier != tree and earlier.name.startswith(tree.name.rsplit("-", 1)[0] + "-") and \
-                not earlier.name.endswith(".partial"):
-            shutil.rmtree(earlier, ignore_errors=True)
+    if tree == DEFAULT_TREE:  # the earlier release's tree, no longer run by this version
+        shutil.rmtree(EARLIER_TREE, ignore_errors=True)
 
 
 def errors_of(log_path: Path, limit: int = 6) -> str:

@@ -226,15 +226,19 @@ class ForkableDesktop(Desktop):
         :meth:`lasting_process` gives it, with the server's new ends of its pipes)."""
         if self.tree is None:
             raise DesktopDiedError("the desktop has not started")
-        for pid, ended in [(pid, proc) for pid, proc in self._lasting.items() if proc.poll() is not None]:
-            ended.close_ends()
-            del self._lasting[pid]
+        self._forget_ended_lasting()
         env = kwargs.pop("env", None) or self.app_env()
         proc = kept.spawn(self.tree, name, argv, env=env, cwd=self._inside(kwargs.pop("cwd", None)),
                           max_processes=self.max_processes, **kwargs)
         self._limit(proc.pid)
         self._lasting[proc.inside_pid] = proc
         return proc
+
+    def _forget_ended_lasting(self) -> None:
+        """Close the server's ends of the lasting processes that have ended."""
+        for pid, ended in [(pid, proc) for pid, proc in self._lasting.items() if proc.poll() is not None]:
+            ended.close_ends()
+            del self._lasting[pid]
 
     def lasting_process(self, inside_pid: int) -> KeptProcess | None:
         """The lasting process that was ``inside_pid`` in the tree when a fork or a checkpoint took this desktop
@@ -263,6 +267,7 @@ class ForkableDesktop(Desktop):
         else:
             self._end_agent_processes()
         self._sweep_tree()
+        self._forget_ended_lasting()
 
     def _sweep_tree(self) -> None:
         """Remove what the agent left in the tree's own shared places (its /tmp, /var/tmp, /dev/shm): the

@@ -131,16 +131,27 @@ class NewPipes:
 
     def processes(self, tree: DesktopTree) -> dict[int, KeptProcess]:
         """The restored processes, by their pid in the tree, each with the server's ends of its pipes (an end
-        of a pipe the process has twice is handed twice, as two descriptors)."""
+        of a pipe the process has twice is handed twice, as two descriptors). Their specs name the new pipes,
+        so that this desktop can be forked in its turn."""
         pids = tree.pids()
         kept: dict[int, KeptProcess] = {}
         handed: dict[int, int] = {}
-        for spec in self.specs:
-            ends = {}
-            for number, (inode, _reads) in spec.pipes.items():
-                ends[number] = os.dup(handed[inode]) if inode in handed else self._server.pop(inode)
-                handed.setdefault(inode, ends[number])
-            kept[spec.inside_pid] = KeptProcess(tree, spec, pids.get(spec.inside_pid, NO_PID), ends)
+        try:
+            for spec in self.specs:
+                ends, pipes = {}, {}
+                for number, (inode, reads) in spec.pipes.items():
+                    ends[number] = os.dup(handed[inode]) if inode in handed else self._server.pop(inode)
+                    handed.setdefault(inode, ends[number])
+                    pipes[number] = (os.fstat(ends[number]).st_ino, reads)
+                now = KeptSpec(spec.name, spec.inside_pid, pipes, spec.standard)
+                kept[spec.inside_pid] = KeptProcess(tree, now, pids.get(spec.inside_pid, NO_PID), ends)
+                ends = {}
+        except BaseException:
+            for fd in ends.values():
+                os.close(fd)
+            for made in kept.values():
+                made.close_ends()
+            raise
         return kept
 
     def close(self) -> None:

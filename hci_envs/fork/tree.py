@@ -44,22 +44,47 @@ EXTERNAL_MOUNTS = {"/usr": "_usr", "/etc": "_etc", "/tmp/.X11-unix": "_x11", "/h
                    **{f"/dev/{n}": f"_dev_{n}" for n in ("null", "zero", "random", "urandom", "full", "tty")}}
 #: Where a tree has tmpfs mounts of its own, over the skeleton.
 TREE_TMPFS = ("/tmp/", "/var/tmp/", "/run/", "/dev/")
+#: The tree's own mountpoints: no folder of the server's is bound at or above one of them.
+TREE_MOUNTS = ("/usr", "/etc", "/proc", "/dev", "/tmp", "/var/tmp", "/run", "/home/agent", "/old")
 
 
 def server_code() -> list[str]:
-    """The host folders of the server's Python environment and package, where they are not under /usr: a tree
-    sees them read-only at the same paths, as an agent account sees them on any desktop, so that an app
-    started as ``{python} -m hci_envs....`` (a task's web site, its form) runs in the tree too."""
-    import hci_envs
+    """The host folders of the server's Python environment and packages (its virtual environment, and the
+    ``hci_envs`` and ``traits`` packages where they are not in it), where they are not under /usr: a tree
+    sees them read-only at the same paths, so that an app started as ``{python} -m hci_envs....`` (a task's
+    web site, its form) runs in the tree too. Only folders an agent account reaches on the host (every folder
+    above them passable by all) come in: the tree sees no more of the server than any desktop's agent."""
+    import importlib.util
 
+    candidates = [sys.prefix]
+    for package in ("hci_envs", "traits"):
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.origin:
+            candidates.append(str(Path(spec.origin).parent))
     found: list[str] = []
-    for candidate in (sys.prefix, str(Path(hci_envs.__file__).resolve().parents[1])):
+    for candidate in candidates:
         place = os.path.realpath(candidate)
-        if place == "/" or any(place == d or place.startswith(d + "/") for d in ("/usr", "/etc", *found)):
+        if any(place == d or place.startswith(d + "/") for d in found) or _under_system(place) or \
+                not _reachable_by_all(place):
             continue
         found = [f for f in found if not f.startswith(place + "/")]
         found.append(place)
     return sorted(found)
+
+
+def _under_system(place: str) -> bool:
+    """Whether ``place`` is in /usr or /etc (a tree has them), or at or above a mountpoint of the tree's own."""
+    return any(place == d or place.startswith(d + "/") for d in ("/usr", "/etc")) or \
+        any(m == place or m.startswith(place.rstrip("/") + "/") for m in TREE_MOUNTS)
+
+
+def _reachable_by_all(place: str) -> bool:
+    """Whether every folder above ``place`` lets anyone through, and ``place`` lets anyone read it."""
+    path = Path(place)
+    try:
+        return all(os.stat(p).st_mode & 0o001 for p in path.parents) and os.stat(path).st_mode & 0o005 == 0o005
+    except OSError:
+        return False
 
 
 def external_mounts() -> dict[str, str]:
