@@ -11,13 +11,13 @@ baseline from the same run:
     its processes were frozen, against a screenshot of it (the floor of looking at it);
   * memory per copy (PSS of its processes) against the source's;
   * that every copy shows the source's screen at the fork (pixels differing outside the animation), runs as
-    ids of its own, and holds the source's home;
+    ids of its own, holds the source's home, and that its shell and Python interpreter hold the source's state;
   * with ``--ksm SECONDS``: every process restored mergeable by KSM (ksmd sped up for the run, its settings put
     back), the copies' memory after that long, and ksmd's CPU.
 
     .venv/bin/python bench/bench_fork.py [--apps xterm,mousepad,animation] [--copies 1,4,16] [--ksm 10]
 
-Needs root, agent accounts (``python3 -m hci_envs install``) and CRIU 4.1+ (``python3 -m hci_envs install
+Needs root, agent accounts (``python3 -m hci_envs install``) and CRIU 4.2+ (``python3 -m hci_envs install
 --fork``). docs/fork.md has the figures of earlier runs and what was found on the way.
 """
 
@@ -36,6 +36,8 @@ from pathlib import Path
 
 from common import ROOT, Report, measure, pss_kib
 
+from hci_envs.tasks.suite.apps import CHROMIUM, seed_files
+
 SIZE = (1280, 800)
 ANIMATE = ROOT / "tests" / "apps" / "animate.py"
 APPS = {
@@ -43,9 +45,10 @@ APPS = {
     "mousepad": {"command": ["mousepad"]},
     "animation": {"command": ["python3", "-c", ANIMATE.read_text(), "240", "120", "16", "1040", "0"],
                   "name": "animation"},
-    "chromium": {"command": ["chromium", "--no-sandbox", "--no-first-run", "--user-data-dir={home}/.chromium",
-                             "--window-position=640,200", "--window-size=640,600",
-                             "data:text/html,<h1>a page</h1><input autofocus>"], "timeout": 60},
+    # as the task suite starts it (its profile too: no sign-in prompt that folds itself away on a timer)
+    "chromium": {"command": [*(a for a in CHROMIUM if not a.startswith("--window-")), "--window-position=640,200",
+                             "--window-size=640,600", "data:text/html,<h1>a page</h1><input autofocus>"],
+                 "timeout": 60},
 }
 KSM = Path("/sys/kernel/mm/ksm")
 
@@ -83,6 +86,27 @@ def uids(env) -> set[int]:
             if os.path.exists(f"/proc/{pid}")}
 
 
+def carried(env) -> bool:
+    """Whether a copy's persistent shell and Python interpreter hold what the source's held at the fork."""
+    python = env.call_tool("python", {"code": "print(kept)"}).data
+    shell = env.call_tool("bash", {"command": "echo $KEPT $PWD", "persistent": True}).data
+    return python["stdout"] == "42\n" and not python["restarted"] and shell["stdout"] == "1 /tmp\n"
+
+
+def still_screen(env, box, timeout: float = 10.0):
+    """The screen once two grabs 0.3 s apart agree outside the animation (an app still drawing would otherwise
+    differ between this grab and the fork)."""
+    last = screen(env)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        now = screen(env)
+        if differing(last, now, box) == 0:
+            return now
+        last = now
+    return last
+
+
 def fresh(make, count: int) -> tuple[float, list]:
     """``count`` sessions made and reset at once; the milliseconds until all are up."""
     started = time.perf_counter()
@@ -116,6 +140,9 @@ def main() -> None:
     template = Path(tempfile.mkdtemp(prefix="hci-envs-bench-fork-"))
     (template / ".config" / "gtk-3.0").mkdir(parents=True)
     (template / ".config" / "gtk-3.0" / "settings.ini").write_text("[Settings]\ngtk-cursor-blink=false\n")
+    for name, text in seed_files(["browser"] if "chromium" in apps else []).items():
+        (template / name).parent.mkdir(parents=True, exist_ok=True)
+        (template / name).write_text(text)
     state = {"width": SIZE[0], "height": SIZE[1], "apps": [APPS[a] for a in apps], "home_template": str(template)}
 
     def make():
@@ -137,6 +164,9 @@ def main() -> None:
             source.call_tool("click", {"x": 300, "y": 200})
             source.call_tool("type_text", {"text": "unsaved text, typed before the fork"})
         source.call_tool("bash", {"command": "head -c 4M /dev/urandom > in-the-home.bin"})
+        # what the agent's tools keep between calls, which each fork carries: the shell's and Python's state
+        source.call_tool("bash", {"command": "cd /tmp; KEPT=1", "persistent": True})
+        source.call_tool("python", {"code": "kept = 41 + 1"})
         time.sleep(2)  # the apps' first paint and font caches done before anything is timed
         report.add("screenshot of the source (floor)", measure(lambda: source.desktop.screen.grab(0, 0, *SIZE), 5))
         other = make()
@@ -152,7 +182,8 @@ def main() -> None:
         finally:
             other.close()
         for count in (int(c) for c in args.copies.split(",")):
-            before, box = screen(source), animation_box(source)
+            box = animation_box(source)
+            before = still_screen(source, box)
             started = time.perf_counter()
             copies = source.fork(count)
             forked = (time.perf_counter() - started) * 1000
@@ -164,6 +195,7 @@ def main() -> None:
                         1 for c in copies if any(uids(c) & uids(o) for o in [source, *copies] if o is not c)),
                     "copies_without_the_home": sum(
                         1 for c in copies if not (Path(c.home) / "in-the-home.bin").stat().st_size == 4 << 20),
+                    "copies_whose_tools_lost_their_state": sum(1 for c in copies if not carried(c)),
                     "pss_mib_per_copy": round(sum(pss_mib(c) for c in copies) / count, 1),
                     "pss_mib_source": round(pss_mib(source), 1),
                     "source_pause_ms": round(cost["pause_seconds"] * 1000),
