@@ -12,6 +12,7 @@ becomes a child of pid 1 (which reaps it and writes how it ended): nothing of th
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import shutil
@@ -48,12 +49,14 @@ TREE_TMPFS = ("/tmp/", "/var/tmp/", "/run/", "/dev/")
 TREE_MOUNTS = ("/usr", "/etc", "/proc", "/dev", "/tmp", "/var/tmp", "/run", "/home/agent", "/old")
 
 
-def server_code() -> list[str]:
+@functools.cache
+def server_code() -> tuple[str, ...]:
     """The host folders of the server's Python environment and packages (its virtual environment, and the
     ``hci_envs`` and ``traits`` packages where they are not in it), where they are not under /usr: a tree
     sees them read-only at the same paths, so that an app started as ``{python} -m hci_envs....`` (a task's
     web site, its form) runs in the tree too. Only folders an agent account reaches on the host (every folder
-    above them passable by all) come in: the tree sees no more of the server than any desktop's agent."""
+    above them passable by all) come in: the tree sees no more of the server than any desktop's agent. Found once
+    per process: every launch, dump and restore must name the same mounts."""
     import importlib.util
 
     candidates = [sys.prefix]
@@ -69,7 +72,7 @@ def server_code() -> list[str]:
             continue
         found = [f for f in found if not f.startswith(place + "/")]
         found.append(place)
-    return sorted(found)
+    return tuple(sorted(found))
 
 
 def _under_system(place: str) -> bool:
