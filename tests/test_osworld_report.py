@@ -228,3 +228,37 @@ def test_a_solution_may_wait_for_a_pattern_of_the_tree(monkeypatch):
     with pytest.raises(TimeoutError, match="did not show"):
         report.solution_step(env, {"wait_for_tree": 'st:focused="true"[^>]*>Other</p>', "regex": True,
                                    "timeout": 0})
+
+
+@pytest.mark.fake
+def test_a_solution_waits_for_the_window_of_its_document(monkeypatch):
+    """``{"wait_for_window": name}`` waits until a window whose name holds ``name`` is the active one (a document
+    loaded and taking the keys), a name with XML's special characters included; a window of that name that is not
+    active, or the app's start window, does not end it. The same seam as above, with trees made by the adapter
+    that makes the real ones (``accessibility_tree_xml``)."""
+    from types import SimpleNamespace
+
+    from hci_envs.adapters.osworld_actions import accessibility_tree_xml
+    from hci_envs.osworld import report
+
+    monkeypatch.setattr(report.time, "sleep", lambda _s: None)
+
+    def frame(name: str, *states: str) -> dict:
+        return {"nodes": [{"element": 1, "role": "application", "name": "soffice"},
+                          {"element": 2, "parent": 1, "role": "frame", "name": name, "states": ["enabled", *states]}]}
+
+    name = 'Q&A "final".docx'
+    trees = [accessibility_tree_xml(frame("LibreOffice", "active")),
+             accessibility_tree_xml(frame(f"{name} - LibreOffice Writer")),
+             accessibility_tree_xml(frame(f"{name} - LibreOffice Writer", "active", "showing"))]
+    looks: list[int] = []
+
+    def tree() -> str:
+        looks.append(1)
+        return trees[min(len(looks) - 1, len(trees) - 1)]
+
+    env = SimpleNamespace(controller=SimpleNamespace(get_accessibility_tree=tree), step=None)
+    report.solution_step(env, {"wait_for_window": name})
+    assert len(looks) == 3
+    with pytest.raises(TimeoutError, match="did not show an active window named 'other.docx' within 0s"):
+        report.solution_step(env, {"wait_for_window": "other.docx", "timeout": 0})

@@ -301,7 +301,17 @@ def solution_step(env: Any, action: Any, pause: float = 0.5) -> Any:
     pattern ``text`` matches there. A fixed pause is not enough for every app
     on a loaded machine: LibreOffice Calc runs cursor keys as commands it posts to itself and handles typing at
     once, so typing sent half a second after the moves landed in a cell on the way; its Name Box says where the
-    cursor is (``>A4</text>``). Returns what ``env.step`` returned, or None after a wait."""
+    cursor is (``>A4</text>``). And ``{"wait_for_window": title, "timeout": seconds}`` waits until the active
+    window's name holds ``title`` (a file's name): an app opening a document shows it in its window's name once
+    the document is loaded, where keys sent earlier went nowhere (LibreOffice in a loaded container takes well
+    over the few seconds a fixed pause gives it). Returns what ``env.step`` returned, or None after a wait."""
+    if isinstance(action, dict) and "wait_for_window" in action:
+        from xml.sax.saxutils import escape
+
+        name = str(action["wait_for_window"])
+        title = re.escape(escape(name, {'"': "&quot;"}))  # as the XML's attribute spells it
+        action = {"wait_for_tree": f'<frame name="[^"]*{title}[^"]*"[^>]*st:active="true"', "regex": True,
+                  "timeout": action.get("timeout", 120), "shown_as": f"an active window named {name!r}"}
     if isinstance(action, dict) and "wait_for_tree" in action:
         text, timeout = str(action["wait_for_tree"]), float(action.get("timeout", 30))
         # with "regex": true, a pattern: what a text cannot say (this element focused, with that text)
@@ -309,7 +319,8 @@ def solution_step(env: Any, action: Any, pause: float = 0.5) -> Any:
         deadline = time.monotonic() + timeout
         while not found(env.controller.get_accessibility_tree() or ""):
             if time.monotonic() >= deadline:
-                raise TimeoutError(f"the accessibility tree did not show {text!r} within {timeout:g}s")
+                raise TimeoutError(f"the accessibility tree did not show {action.get('shown_as', repr(text))} "
+                                   f"within {timeout:g}s")
             time.sleep(0.5)
         return None
     return env.step(action, pause=pause)
@@ -348,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hci_envs.osworld.report", description=__doc__.split("\n\n")[0])
     parser.add_argument("tasks", help="OSWorld's evaluation_examples folder, or any folder of task files")
     parser.add_argument("--solutions", help="JSON: {task id: [action, ...]} to run after the do-nothing agent (an "
-                        "action may be {\"wait_for_tree\": text}: a wait until the accessibility tree shows text)")
+                        "action may be {\"wait_for_tree\": text}: a wait until the accessibility tree shows text, or "
+                        "{\"wait_for_window\": title}: until the active window's name holds title)")
     parser.add_argument("--cache-dir", default="cache", help="OSWorld's download cache (default ./cache)")
     parser.add_argument("--out", default="osworld-report", help="where report.json and report.md go")
     parser.add_argument("--domain", help="only this domain")
