@@ -12,8 +12,9 @@ baseline from the same run:
   * memory per copy (PSS of its processes) against the source's;
   * that every copy shows the source's screen at the fork (pixels differing outside the animation), runs as
     ids of its own, holds the source's home, and that its shell and Python interpreter hold the source's state;
-  * with ``--ksm SECONDS``: every process restored mergeable by KSM (ksmd sped up for the run, its settings put
-    back), the copies' memory after that long, and ksmd's CPU.
+  * with ``--ksm SECONDS``: ksmd on and sped up for the run (its settings put back; every process of a forkable
+    desktop and its copies is open to it, hci_envs.fork.sharing), the copies' memory after that long, and
+    ksmd's CPU.
 
     .venv/bin/python bench/bench_fork.py [--apps xterm,mousepad,animation] [--copies 1,4,16] [--ksm 10]
 
@@ -24,7 +25,6 @@ Needs root, agent accounts (``python3 -m hci_envs install``) and CRIU 4.2+ (``py
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
 import shutil
 import subprocess
@@ -36,6 +36,7 @@ from pathlib import Path
 
 from common import ROOT, Report, measure, pss_kib
 
+from hci_envs.fork.sharing import KSM
 from hci_envs.tasks.suite.apps import CHROMIUM, seed_files
 
 SIZE = (1280, 800)
@@ -50,7 +51,6 @@ APPS = {
                              "--window-size=640,600", "data:text/html,<h1>a page</h1><input autofocus>"],
                  "timeout": 60},
 }
-KSM = Path("/sys/kernel/mm/ksm")
 
 
 def screen(env) -> "object":
@@ -153,9 +153,6 @@ def main() -> None:
     if args.ksm:
         for name, value in ksm_settings.items():
             (KSM / name).write_text(value)
-        # inherited by CRIU and so by every process it restores (PR_SET_MEMORY_MERGE)
-        if ctypes.CDLL(None, use_errno=True).prctl(67, 1, 0, 0, 0) != 0:
-            sys.exit(f"bench_fork: PR_SET_MEMORY_MERGE: {os.strerror(ctypes.get_errno())}")
     report = Report("fork")
     source = make()
     try:

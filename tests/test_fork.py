@@ -385,6 +385,63 @@ def test_an_app_with_tcp_connections_forks_with_them(accounts, desktops):
     app.kill()
 
 
+@pytest.fixture
+def ksm() -> Iterator[None]:
+    """ksmd running, and scanning fast, for the test; its settings put back after (they are the machine's)."""
+    from hci_envs.fork.sharing import KSM
+
+    need((KSM / "run").exists(), "KSM: this kernel has none")
+    settings = {"pages_to_scan": "5000", "sleep_millisecs": "10", "run": "1"}
+    was = {name: (KSM / name).read_text().strip() for name in settings}
+    for name, value in settings.items():
+        (KSM / name).write_text(value)
+    try:
+        yield
+    finally:
+        for name in ("run", "pages_to_scan", "sleep_millisecs"):
+            (KSM / name).write_text(was[name])
+
+
+def test_every_process_started_or_restored_in_a_tree_is_open_to_ksm():
+    """The mark is set where it must be: a command run through ``mergeable`` (as CRIU's restore is) and its
+    children carry it; the server's own process does not (the mark is the trees', not the machine's)."""
+    from hci_envs.fork.sharing import mergeable, opted_in
+
+    shown = subprocess.run(mergeable(["sh", "-c", "cat /proc/$$/ksm_stat; cat /proc/self/ksm_stat"]),
+                           capture_output=True, text=True, check=True).stdout
+    assert shown.count("ksm_merge_any: yes") == 2, shown
+    assert not opted_in(os.getpid())
+
+
+def test_copies_share_the_memory_they_did_not_change_while_the_machine_runs_ksm(accounts, desktops, ksm):
+    """Every process of a forkable desktop, and of its copies, is open to KSM. With ksmd running, the copies'
+    unchanged pages merge: each copy's X server counts merged pages (its frame buffer alone is the same 700
+    pages in each; without the mark it counts none). A copy that then changes shows its change; the others do
+    not (a merged page is copied again when written)."""
+    from hci_envs.fork.sharing import merging_pages, opted_in
+
+    source = start(accounts, desktops, [XTERM, MOUSEPAD])
+    settled(source)
+    copies = fork(source, accounts, desktops, 3)
+    for desktop in [source, *copies]:
+        running = [pid for pid in desktop.processes_inside().values() if os.path.exists(f"/proc/{pid}")]
+        assert running and all(opted_in(pid) for pid in running if os.path.exists(f"/proc/{pid}")), running
+    xservers = [copy.tree.xvfb().pid for copy in copies]
+    assert wait_until(lambda: all((merging_pages(pid) or 0) >= 700 for pid in xservers), 60), \
+        [merging_pages(pid) for pid in xservers]
+    for copy in copies:
+        settled(copy)
+    before = [screen(copy) for copy in copies]
+    focus(copies[0], "XTerm")
+    typed(copies[0], "echo only-in-copy-zero")
+    settled(copies[0])
+    for copy in copies[1:]:
+        settled(copy)
+    after = [screen(copy) for copy in copies]
+    assert differing(before[0], after[0]) > 0, "the typing did not show in the copy it went to"
+    assert [differing(b, a) for b, a in zip(before[1:], after[1:], strict=True)] == [0, 0]
+
+
 def test_bad_requests_and_a_desktop_that_cannot_be_dumped_fork_nothing(accounts, desktops):
     source = start(accounts, desktops, [XTERM])
     for n in (0, 17, True, "2", 1.5):
@@ -503,14 +560,19 @@ def test_an_environment_forks_into_environments_of_their_own(forkable):
         env.call_tool("type_text", {"text": "typed before the fork"})
         # what the agent's tools keep between calls: the shell's folder, variables and jobs, Python's, CodeAct's
         env.call_tool("bash", {"command": "cd /tmp && MARK=set-in-the-source; sleep 600 &", "persistent": True})
+        # a job that prints after its call returned: that is in the pipes at the fork, for the next call to show
+        env.call_tool("bash", {"command": "{ sleep 0.2; echo from-the-job; echo job-err >&2; touch ~/printed; } &",
+                               "persistent": True})
+        assert wait_until((env.homes.path / "printed").exists, 30)
         env.call_tool("python", {"code": "import os\nanswer = 6 * 7\nworker = os.getpid()"})
         env.run_code("noted = 'in the worker'")
         copies = env.fork(2)
         for i, copy in enumerate(copies):
             # the same processes, with their memory, as the copy's account; then each goes its own way
-            shell = copy.call_tool("bash", {"command": "jobs -r > jobs; echo $MARK $PWD $(wc -l < jobs); MARK=copy-"
+            shell = copy.call_tool("bash", {"command": "echo $MARK $PWD $(jobs -r | grep -c 'sleep 600'); MARK=copy-"
                                             + str(i), "persistent": True})
-            assert shell.data["stdout"] == "set-in-the-source /tmp 1\n", shell.text  # its background job too
+            assert shell.data["stdout"] == "from-the-job\nset-in-the-source /tmp 1\n", shell.text  # its jobs too
+            assert shell.data["stderr"] == "job-err\n", shell.text
             said = copy.call_tool("python", {"code": "print(answer, worker == os.getpid())\nanswer = " + str(i)})
             assert said.data["stdout"] == "42 True\n" and not said.data["restarted"], said.text
             assert copy.run_code("print(noted)").stdout == "in the worker\n"
@@ -543,7 +605,7 @@ def test_an_environment_forks_into_environments_of_their_own(forkable):
             assert copy.call_tool("bash", {"command": "echo $MARK", "persistent": True}).data["stdout"] == f"copy-{i}\n"
         assert env.call_tool("python", {"code": "print(answer)"}).data["stdout"] == "42\n"
         assert env.call_tool("bash", {"command": "echo $MARK", "persistent": True}).data["stdout"] == \
-            "set-in-the-source\n"
+            "from-the-job\nset-in-the-source\n"  # the source's next call shows what its job printed as well
         # a copy forks in its turn: its copy's tools go on with the copy's state (the pipes it was handed)
         grandchild = copies[0].fork(1)[0]
         copies.append(grandchild)

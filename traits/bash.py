@@ -28,6 +28,8 @@ from hci_envs.tools.trait import Trait
 DEFAULT_MAX_OUTPUT = 64 * 1024
 #: A command whose output runs this many times past the limit is stopped before its timeout.
 RUNAWAY_FACTOR = 16
+#: What the shell's background jobs printed between calls is carried through a fork up to this many bytes a stream.
+PENDING_MAX = 1 << 20
 
 
 def _drain(proc: subprocess.Popen[bytes], buffers: dict[int, OutputBuffer], deadline: float, runaway: int,
@@ -131,6 +133,10 @@ class BashAccess(Trait):
                              + b"printf '\\n%s %s\\n' " + marker + b" \"$?\"\nprintf '%s\\n' " + marker + b" >&2\n")
             proc.stdin.flush()
             raw_out, raw_err = OutputBuffer(runaway), OutputBuffer(runaway)
+            pending = slot.pop("pending", None)
+            if pending is not None:  # what the shell's jobs printed before a fork or checkpoint (lasting_state)
+                raw_out.add(pending[0])
+                raw_err.add(pending[1])
             stopped = _drain(proc, {proc.stdout.fileno(): raw_out, proc.stderr.fileno(): raw_err}, deadline,
                              runaway, lambda: marker in raw_out.data and marker in raw_err.data)
             out, _, tail = bytes(raw_out.data).partition(b"\n" + marker + b" ")
@@ -143,20 +149,34 @@ class BashAccess(Trait):
             return _output(stdout, stderr, code, stopped, timeout)
 
     def lasting_state(self) -> dict[str, Any]:
+        """The shell's process, and what its background jobs printed since the last call: that is in the pipes
+        to the server, which a dump cannot carry (CRIU restores a pipe's end, not what is in it). It is read
+        now, into this shell's next call's output, and the copies' (at most PENDING_MAX bytes of each stream)."""
         state = super().lasting_state()
-        proc = self._shell_slot()["proc"]
+        slot = self._shell_slot()
+        proc = slot["proc"]
         if proc is not None and proc.poll() is None and getattr(proc, "inside_pid", None) is not None:
             state["bash_shell"] = proc.inside_pid
+            out, err = OutputBuffer(PENDING_MAX), OutputBuffer(PENDING_MAX)
+            for stream, kept in zip(slot.pop("pending", (b"", b"")), (out, err)):
+                kept.add(stream)
+            read_pipes({proc.stdout.fileno(): out, proc.stderr.fileno(): err}, time.monotonic() + 1.0,
+                       lambda: True)  # what is there now, without waiting for more
+            slot["pending"] = state["bash_pending"] = (bytes(out.data), bytes(err.data))
         return state
 
     def resume_lasting(self, state: dict[str, Any], desktop: Any) -> None:
         super().resume_lasting(state, desktop)
         if "bash_shell" in state:
-            self._shell_slot()["proc"] = desktop.lasting_process(state["bash_shell"])
+            slot = self._shell_slot()
+            slot["proc"] = desktop.lasting_process(state["bash_shell"])
+            slot["pending"] = state.get("bash_pending", (b"", b""))
 
     def on_session_end(self) -> None:
         super().on_session_end()
         slot = self.__dict__.get("_bash_shell")
+        if slot:
+            slot.pop("pending", None)  # the ended episode's
         if slot and slot["proc"] is not None:
             proc, slot["proc"] = slot["proc"], None
             if getattr(proc, "tree", None) is not None and proc.poll() is not None:

@@ -26,6 +26,7 @@ from ..errors import ForkError
 from ..sandbox.watchdog import remove_temporary_dir
 from . import criu
 from .criu_image import frozen_seconds, give_copy_its_uids
+from .sharing import mergeable
 from .tree import DesktopTree, external_mounts, skeleton, socket_folder, tree_folder
 
 
@@ -113,7 +114,8 @@ def restore(source: Dump, home: Path, *, root_uid: int, agent_uid: int, agent_gi
                     for mountpoint, key in external_mounts().items()]
         handed = [f"--inherit-fd=fd[{fd}]:pipe:[{inode}]" for inode, fd in (pipes or {}).items()]
         try:
-            done = subprocess.run([*command, "restore", "-D", str(images), "-W", str(images), "--restore-detached",
+            # under the KSM mark, which the processes it restores keep: copies share what they did not change
+            done = subprocess.run([*mergeable(command), "restore", "-D", str(images), "-W", str(images), "--restore-detached",
                                    "--file-locks", "--tcp-established", "--manage-cgroups=ignore", "--pidfile",
                                    str(pidfile), "--root", str(skeleton()), *external, *handed, "-o", "restore.log"],
                                   capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=timeout,

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import DesktopDiedError, DisplayStartError, MissingDependencyError
 from ..sandbox.accounts import run_dir
 from ..sandbox.watchdog import temporary_dir
+from .sharing import PRELUDE
 
 #: The tree's folders for its own state, as its processes see them (made by its pid 1).
 STATE = "/tmp/.hci"
@@ -96,9 +97,11 @@ def external_mounts() -> dict[str, str]:
 #: Where pid 1 comes from (its text is passed with -c: the tree never sees this checkout).
 _INIT = Path(__file__).with_name("tree_init.py")
 #: Made in the new namespaces by a launcher process (never the server itself, whose threads must not fork into
-#: namespaces); root writes the uid and gid maps. Prints pid 1's host pid.
+#: namespaces); root writes the uid and gid maps. Prints pid 1's host pid. Everything it starts is open to KSM
+#: (PRELUDE: see .sharing), as is everything _SPAWN starts.
 _LAUNCH = r'''
 import ctypes, os, sys, time
+''' + PRELUDE + r'''
 libc = ctypes.CDLL(None, use_errno=True)
 NEW = 0x10000000 | 0x00020000 | 0x20000000 | 0x40000000 | 0x08000000 | 0x04000000  # user ns pid net ipc uts
 uid_map, gid_map, init, settings = sys.argv[1:5]
@@ -134,6 +137,7 @@ print(os.read(pid_r, 256).decode(), flush=True)
 #: or why it could not start.
 _SPAWN = r'''
 import ctypes, json, os, resource, sys
+''' + PRELUDE + r'''
 spec = json.loads(sys.argv[1])
 r, w = os.pipe()
 pid = os.fork()
