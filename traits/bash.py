@@ -132,11 +132,13 @@ class BashAccess(Trait):
             proc.stdin.write(cd.encode() + command.encode() + b" </dev/null\n"
                              + b"printf '\\n%s %s\\n' " + marker + b" \"$?\"\nprintf '%s\\n' " + marker + b" >&2\n")
             proc.stdin.flush()
+            # what the shell's jobs printed before a fork or checkpoint (lasting_state) comes first, in the
+            # caller's buffers (their cap, their count of what was dropped): not in this command's own, whose
+            # size is what stops a runaway command
+            for buffer, (data, size) in zip((stdout, stderr), slot.pop("pending", ())):
+                buffer.add(data)
+                buffer.size += size - len(data)
             raw_out, raw_err = OutputBuffer(runaway), OutputBuffer(runaway)
-            pending = slot.pop("pending", None)
-            if pending is not None:  # what the shell's jobs printed before a fork or checkpoint (lasting_state)
-                raw_out.add(pending[0])
-                raw_err.add(pending[1])
             stopped = _drain(proc, {proc.stdout.fileno(): raw_out, proc.stderr.fileno(): raw_err}, deadline,
                              runaway, lambda: marker in raw_out.data and marker in raw_err.data)
             out, _, tail = bytes(raw_out.data).partition(b"\n" + marker + b" ")
@@ -151,18 +153,20 @@ class BashAccess(Trait):
     def lasting_state(self) -> dict[str, Any]:
         """The shell's process, and what its background jobs printed since the last call: that is in the pipes
         to the server, which a dump cannot carry (CRIU restores a pipe's end, not what is in it). It is read
-        now, into this shell's next call's output, and the copies' (at most PENDING_MAX bytes of each stream)."""
+        now, into this shell's next call's output, and the copies' (at most PENDING_MAX bytes of each stream, and
+        the count of the rest). What a job prints between this read and the dump's freeze reaches the source only."""
         state = super().lasting_state()
         slot = self._shell_slot()
         proc = slot["proc"]
         if proc is not None and proc.poll() is None and getattr(proc, "inside_pid", None) is not None:
             state["bash_shell"] = proc.inside_pid
             out, err = OutputBuffer(PENDING_MAX), OutputBuffer(PENDING_MAX)
-            for stream, kept in zip(slot.pop("pending", (b"", b"")), (out, err)):
-                kept.add(stream)
+            for (data, size), kept in zip(slot.pop("pending", ()), (out, err)):
+                kept.add(data)
+                kept.size += size - len(data)
             read_pipes({proc.stdout.fileno(): out, proc.stderr.fileno(): err}, time.monotonic() + 1.0,
                        lambda: True)  # what is there now, without waiting for more
-            slot["pending"] = state["bash_pending"] = (bytes(out.data), bytes(err.data))
+            slot["pending"] = state["bash_pending"] = ((bytes(out.data), out.size), (bytes(err.data), err.size))
         return state
 
     def resume_lasting(self, state: dict[str, Any], desktop: Any) -> None:
@@ -170,7 +174,8 @@ class BashAccess(Trait):
         if "bash_shell" in state:
             slot = self._shell_slot()
             slot["proc"] = desktop.lasting_process(state["bash_shell"])
-            slot["pending"] = state.get("bash_pending", (b"", b""))
+            if "bash_pending" in state:
+                slot["pending"] = state["bash_pending"]
 
     def on_session_end(self) -> None:
         super().on_session_end()

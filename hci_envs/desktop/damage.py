@@ -30,9 +30,6 @@ RECENT_CHANGES = 512
 #: first paint is a burst of changes in a few milliseconds; an animation keeps changing for seconds).
 ANIMATING_GAP = 0.25
 ANIMATING_SPAN = 0.25
-#: How far the gap between this process's clock and the X server's may grow before it is measured afresh
-#: (DamageWatch._when): far more than any event is read late, far less than the server's clock can jump.
-CLOCK_REBASE = 60.0
 
 
 class DamageWatch:
@@ -66,33 +63,29 @@ class DamageWatch:
         #: The damage object on the whole screen (its DamageNotify events are ours; others are questions to
         #: apps, see :mod:`.acks`).
         self.screen_damage: int | None = None
-        #: This process's clock minus the X server's (its events' timestamps), the smallest seen: see _when.
-        self._clock_gap: float | None = None
         if self.has_damage:
             d.damage_query_version()
             # Delta rectangles: each event is a part of the screen that changed since the last subtract, as it
             # changed. Not NonEmpty (Xvfb reports it as the whole screen), nor a bounding box: an event read late,
             # on a loaded machine, would be the box around every change since the last subtract (a word at the
             # top and the status bar at the bottom make a box over the whole window), and say that places
-            # changed that did not.
+            # changed that did not. Each is timed when it is read, not by the server's timestamp: a place
+            # changed and not yet subtracted reports no further change, so a change read late may stand for
+            # a later one there too (an action's own redraw of it), which it must not hide.
             self.screen_damage = root.damage_create(damage.DamageReportDeltaRectangles)
 
     # -- in the event thread -------------------------------------------------------------------------------
     def on_damage(self, event: Any) -> None:
         self._d.damage_subtract(self.screen_damage)
         now = time.monotonic()
-        when = self._when(event.timestamp, now)
         area = event.area
         rect = (area.x, area.y, area.width, area.height)
-        background, animating = self._is_background(when, rect)
+        background, animating = self._is_background(now, rect)
         with self._damage_cond:
-            # when it was read, for the waits on quiet (a change read late keeps a wait going: the safe side)
             self._last_damage = now
             if rect[2] > 0 and rect[3] > 0:
-                # when it was drawn, for what came after an action: a change drawn before the action and read
-                # after its start is not its effect
-                self._last_drawn = max(self._last_drawn, when)
-                self._recent.append((when, rect, animating))
+                self._last_drawn = now
+                self._recent.append((now, rect, animating))
             if not background:
                 self._last_change = now
             self._damage_count += 1
@@ -113,17 +106,6 @@ class DamageWatch:
         """The thread has ended: wake every waiter (they see ``alive()`` false)."""
         with self._damage_cond:
             self._damage_cond.notify_all()
-
-    def _when(self, timestamp: int, now: float) -> float:
-        """When the X server made a change, on time.monotonic()'s clock: its event's ``timestamp`` (milliseconds
-        of the server's own clock) plus the smallest gap between the two clocks seen so far, which is the gap of
-        an event read at once; an event read late (the machine busy) is placed when it happened, not when it was
-        read. A gap grown by more than CLOCK_REBASE (the server's 32-bit milliseconds wrapped, or its clock
-        was set anew, as a restored desktop's is) is taken afresh."""
-        gap = now - timestamp / 1000.0
-        if self._clock_gap is None or gap < self._clock_gap or gap - self._clock_gap > CLOCK_REBASE:
-            self._clock_gap = gap
-        return min(now, timestamp / 1000.0 + self._clock_gap)
 
     def _is_background(self, now: float, rect: tuple[int, int, int, int]) -> tuple[bool, bool]:
         """Whether damage to ``rect`` at ``now`` is background (see BACKGROUND_WINDOW), and whether its part of

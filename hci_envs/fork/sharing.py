@@ -1,33 +1,44 @@
-"""Copies that share the memory they have not changed: KSM, the kernel's same-page merging.
+"""Copies that share the memory they have not changed: KSM, the kernel's same-page merging (an opt-in).
 
 A copy's anonymous memory is the source's, page for page, and CRIU restores it as pages of the copy's own: without
 help, N copies hold N times the memory. KSM merges identical pages into one, copied again when written, but only
-in processes that opted in. Every process of a forkable desktop does (``prctl(PR_SET_MEMORY_MERGE)``, kept through
-fork and exec, from kernel 6.4): the tree's launcher and each program started into it set it first
-(:data:`PRELUDE`), and CRIU restores the copies under it (:func:`mergeable`), so the restored processes have it
-too. The merging itself runs only while the machine runs ksmd (``echo 1 > /sys/kernel/mm/ksm/run``, root): a
-machine-wide choice, left to whoever runs the machine. It costs ksmd's CPU, and page merging is a timing side
-channel between the processes whose pages merge (here a desktop's copies, all of one moment). Without ksmd the
-mark costs nothing; a kernel without it refuses the call, which is ignored.
+in processes that opted in. With ``HCI_ENVS_FORK_SHARE_MEMORY=1`` in the server's environment (``serve
+--fork-share-memory``), every process of a forkable desktop does (``prctl(PR_SET_MEMORY_MERGE)``): the tree's
+launcher and each program started into it set it first (``"merge"`` in their settings), and CRIU restores the
+copies under it (:func:`mergeable`), so that the restored processes have it too. The merging itself runs only while
+the machine runs ksmd (``echo 1 > /sys/kernel/mm/ksm/run``, root).
+
+Off by default, and both switches are the operator's: ksmd costs CPU, and merging is a timing side channel between
+all the processes whose pages merge, which are then every opted-in desktop of the machine (its copies, but also
+other sessions' desktops, other agents'). Needs a kernel that keeps the mark through exec (6.7 and later); an older
+one refuses the call or drops the mark, which is ignored (nothing is shared then).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
+#: The server's setting (serve --fork-share-memory).
+SETTING = "HCI_ENVS_FORK_SHARE_MEMORY"
 #: Where the kernel says whether ksmd runs, and how it scans.
 KSM = Path("/sys/kernel/mm/ksm")
-#: prctl(PR_SET_MEMORY_MERGE, 1), in a script that has imported ctypes: its first line.
-PRELUDE = "ctypes.CDLL(None).prctl(67, 1, 0, 0, 0)  # PR_SET_MEMORY_MERGE (sharing.py); refused before 6.4\n"
-#: Runs its arguments as a program, mergeable: a command's prefix (see :func:`mergeable`).
-_EXEC = "import ctypes, os, sys\n" + PRELUDE + "os.execvp(sys.argv[1], sys.argv[1:])\n"
+#: prctl(PR_SET_MEMORY_MERGE, 1), as a line of a script that has imported ctypes (the tree's scripts use it).
+MARK = "ctypes.CDLL(None).prctl(67, 1, 0, 0, 0)  # PR_SET_MEMORY_MERGE (fork/sharing.py)"
+#: Runs its arguments as a program, marked: a command's prefix (see :func:`mergeable`).
+_EXEC = f"import ctypes, os, sys\n{MARK}\nos.execvp(sys.argv[1], sys.argv[1:])\n"
+
+
+def enabled() -> bool:
+    """Whether forkable desktops are opened to KSM here (the server's SETTING: 1, true, yes or on)."""
+    return os.environ.get(SETTING, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def mergeable(argv: list[str]) -> list[str]:
-    """``argv`` run with its memory, and all its children's, open to KSM: through a short Python prelude that
-    sets the mark and executes it (a process can set the mark on itself only)."""
-    return [sys.executable, "-I", "-S", "-c", _EXEC, *argv]
+    """``argv``, run with its memory and all its children's open to KSM when :func:`enabled`: through a short
+    Python prelude that sets the mark and executes it (a process can set the mark on itself only)."""
+    return [sys.executable, "-I", "-S", "-c", _EXEC, *argv] if enabled() else list(argv)
 
 
 def ksm_running() -> bool:
@@ -38,22 +49,23 @@ def ksm_running() -> bool:
         return False
 
 
+def _stat(pid: int) -> dict[str, str]:
+    try:
+        lines = Path(f"/proc/{pid}/ksm_stat").read_text().splitlines()
+    except OSError:
+        return {}
+    return {name.rstrip(":"): value.strip() for name, _, value in (line.partition(" ") for line in lines)}
+
+
 def merging_pages(pid: int) -> int | None:
     """How many of process ``pid``'s pages KSM has merged with others' (its ``ksm_stat``); None when the kernel
     does not say or the process is gone."""
-    try:
-        for line in Path(f"/proc/{pid}/ksm_stat").read_text().splitlines():
-            name, _, value = line.partition(" ")
-            if name == "ksm_merging_pages":
-                return int(value)
-    except (OSError, ValueError):
-        return None
-    return None
+    value = _stat(pid).get("ksm_merging_pages")
+    return int(value) if value is not None and value.isdigit() else None
 
 
-def opted_in(pid: int) -> bool:
-    """Whether process ``pid`` is open to KSM as a whole (``ksm_merge_any: yes`` in its ``ksm_stat``)."""
-    try:
-        return "ksm_merge_any: yes" in Path(f"/proc/{pid}/ksm_stat").read_text()
-    except OSError:
-        return False
+def opted_in(pid: int) -> bool | None:
+    """Whether process ``pid`` is open to KSM as a whole (``ksm_merge_any``); None when the kernel does not say
+    or the process is gone."""
+    value = _stat(pid).get("ksm_merge_any")
+    return None if value is None else value == "yes"

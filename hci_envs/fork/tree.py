@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import DesktopDiedError, DisplayStartError, MissingDependencyError
 from ..sandbox.accounts import run_dir
 from ..sandbox.watchdog import temporary_dir
-from .sharing import PRELUDE
+from .sharing import MARK, enabled as sharing_enabled
 
 #: The tree's folders for its own state, as its processes see them (made by its pid 1).
 STATE = "/tmp/.hci"
@@ -97,14 +97,15 @@ def external_mounts() -> dict[str, str]:
 #: Where pid 1 comes from (its text is passed with -c: the tree never sees this checkout).
 _INIT = Path(__file__).with_name("tree_init.py")
 #: Made in the new namespaces by a launcher process (never the server itself, whose threads must not fork into
-#: namespaces); root writes the uid and gid maps. Prints pid 1's host pid. Everything it starts is open to KSM
-#: (PRELUDE: see .sharing), as is everything _SPAWN starts.
+#: namespaces); root writes the uid and gid maps. Prints pid 1's host pid. With "merge" in its settings, everything
+#: it starts is open to KSM (see .sharing), as is everything _SPAWN starts with "merge" in its spec.
 _LAUNCH = r'''
-import ctypes, os, sys, time
-''' + PRELUDE + r'''
+import ctypes, json, os, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
 NEW = 0x10000000 | 0x00020000 | 0x20000000 | 0x40000000 | 0x08000000 | 0x04000000  # user ns pid net ipc uts
 uid_map, gid_map, init, settings = sys.argv[1:5]
+if json.loads(settings).get("merge"):
+    ''' + MARK + r'''
 go_r, go_w = os.pipe()
 pid_r, pid_w = os.pipe()
 child = os.fork()
@@ -137,8 +138,9 @@ print(os.read(pid_r, 256).decode(), flush=True)
 #: or why it could not start.
 _SPAWN = r'''
 import ctypes, json, os, resource, sys
-''' + PRELUDE + r'''
 spec = json.loads(sys.argv[1])
+if spec["merge"]:
+    ''' + MARK + r'''
 r, w = os.pipe()
 pid = os.fork()
 if pid == 0:
@@ -400,7 +402,8 @@ class DesktopTree:
             if not place.startswith(TREE_TMPFS):  # there); in its own tmpfs (a checkout in /tmp), it makes them
                 _mountpoint(skeleton(), place)
         settings = json.dumps({"root": str(skeleton()), "x11": str(x11), "screen": screen, "dpi": dpi, "code": code,
-                               "files": dict(files), "home": str(home), "timeout": timeout, "tmp_bytes": tmp_bytes})
+                               "files": dict(files), "home": str(home), "timeout": timeout, "tmp_bytes": tmp_bytes,
+                               "merge": sharing_enabled()})
         uid_map, gid_map = f"0 {root_uid} 1\n1000 {agent_uid} 1\n", f"0 {root_uid} 1\n1000 {agent_gid} 1\n"
         try:
             launcher = subprocess.run([sys.executable, "-c", _LAUNCH, uid_map, gid_map, _INIT.read_text(),
@@ -476,7 +479,8 @@ class DesktopTree:
         as the process's end alone, which a restore is given anew (:func:`.snapshot.restore`)."""
         handed = dict(fds or {})
         spec = json.dumps({"argv": list(argv), "env": dict(env), "uid": uid, "cwd": cwd, "log": log,
-                           "nproc": max_processes, "umask": umask, "fds": sorted(handed.items())})
+                           "nproc": max_processes, "umask": umask, "fds": sorted(handed.items()),
+                           "merge": sharing_enabled()})
         try:
             done = subprocess.run(self._enter(_SPAWN, spec), capture_output=True, text=True, timeout=30, env={},
                                   cwd="/", stdin=subprocess.DEVNULL, pass_fds=tuple(handed.values()))

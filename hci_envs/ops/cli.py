@@ -82,6 +82,10 @@ def serve_config(args: argparse.Namespace, port: int, osworld_port: int | None =
         env_kwargs["start_state"] = {**env_class.start_state.model_dump(), **overrides}
     if args.desktop != "xvfb":
         env_kwargs["desktop"] = args.desktop
+    if getattr(args, "fork_share_memory", None) is not None:  # read by every forkable desktop it starts
+        from ..fork.sharing import SETTING
+
+        os.environ[SETTING] = "1" if args.fork_share_memory else "0"
     observation: dict[str, Any] = {}
     if args.observation_format:
         observation["format"] = None if args.observation_format == "none" else args.observation_format
@@ -373,6 +377,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="xvfb: real X desktops (default); forkable: real X desktops that POST /sessions/ID/fork copies "
                         "live (root and CRIU 4.2+: install --fork); fake: desktops without X, the test seam for "
                         "everything but screen, input and apps (no VNC)")
+    p.add_argument("--fork-share-memory", action=argparse.BooleanOptionalAction,
+                   default=_env_flag("HCI_ENVS_FORK_SHARE_MEMORY"),
+                   help="forkable desktops and their copies share the memory they have not changed, while the "
+                        "machine runs KSM (echo 1 > /sys/kernel/mm/ksm/run). Off by default: merging is a timing "
+                        "side channel between every desktop that opts in (or HCI_ENVS_FORK_SHARE_MEMORY=1)")
     p.add_argument("--observation-format", choices=("png", "jpeg", "webp", "none"),
                    default=os.environ.get("HCI_ENVS_OBSERVATION_FORMAT"),
                    help="screenshot format in step observations")
