@@ -63,3 +63,14 @@ def test_a_deadline_and_a_runaway_are_said():
         proc.kill()
         proc.stdout.close()
         proc.wait()
+
+
+def test_what_one_buffer_kept_of_a_stream_goes_on_in_another_with_its_dropped_count():
+    """A stream's first bytes kept by one buffer (its size counted in full), taken on by another: the other keeps
+    what fits under its own cap, and counts the whole stream, then its own output after it."""
+    first = OutputBuffer(4)
+    first.add(b"abcdefgh")
+    second = OutputBuffer(6)
+    second.add_kept(bytes(first.data), first.size)
+    second.add(b"XYZ")
+    assert (bytes(second.data), second.size, second.dropped) == (b"abcdXY", 11, 5)

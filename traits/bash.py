@@ -136,8 +136,7 @@ class BashAccess(Trait):
             # caller's buffers (their cap, their count of what was dropped): not in this command's own, whose
             # size is what stops a runaway command
             for buffer, (data, size) in zip((stdout, stderr), slot.pop("pending", ())):
-                buffer.add(data)
-                buffer.size += size - len(data)
+                buffer.add_kept(data, size)
             raw_out, raw_err = OutputBuffer(runaway), OutputBuffer(runaway)
             stopped = _drain(proc, {proc.stdout.fileno(): raw_out, proc.stderr.fileno(): raw_err}, deadline,
                              runaway, lambda: marker in raw_out.data and marker in raw_err.data)
@@ -162,8 +161,7 @@ class BashAccess(Trait):
             state["bash_shell"] = proc.inside_pid
             out, err = OutputBuffer(PENDING_MAX), OutputBuffer(PENDING_MAX)
             for (data, size), kept in zip(slot.pop("pending", ()), (out, err)):
-                kept.add(data)
-                kept.size += size - len(data)
+                kept.add_kept(data, size)
             read_pipes({proc.stdout.fileno(): out, proc.stderr.fileno(): err}, time.monotonic() + 1.0,
                        lambda: True)  # what is there now, without waiting for more
             slot["pending"] = state["bash_pending"] = ((bytes(out.data), out.size), (bytes(err.data), err.size))

@@ -41,14 +41,6 @@ def mergeable(argv: list[str]) -> list[str]:
     return [sys.executable, "-I", "-S", "-c", _EXEC, *argv] if enabled() else list(argv)
 
 
-def ksm_running() -> bool:
-    """Whether ksmd merges pages on this machine now (``/sys/kernel/mm/ksm/run`` is 1)."""
-    try:
-        return (KSM / "run").read_text().strip() == "1"
-    except OSError:
-        return False
-
-
 def _stat(pid: int) -> dict[str, str]:
     try:
         lines = Path(f"/proc/{pid}/ksm_stat").read_text().splitlines()

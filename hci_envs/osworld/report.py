@@ -310,20 +310,25 @@ def solution_step(env: Any, action: Any, pause: float = 0.5) -> Any:
 
         name = str(action["wait_for_window"])
         title = re.escape(escape(name, {'"': "&quot;"}))  # as the XML's attribute spells it
-        action = {"wait_for_tree": f'<frame name="[^"]*{title}[^"]*"[^>]*st:active="true"', "regex": True,
-                  "timeout": action.get("timeout", 120), "shown_as": f"an active window named {name!r}"}
+        window = re.compile(f'<frame name="[^"]*{title}[^"]*"[^>]*st:active="true"')
+        _wait_for_tree(env, window.search, f"an active window named {name!r}", float(action.get("timeout", 120)))
+        return None
     if isinstance(action, dict) and "wait_for_tree" in action:
-        text, timeout = str(action["wait_for_tree"]), float(action.get("timeout", 30))
+        text = str(action["wait_for_tree"])
         # with "regex": true, a pattern: what a text cannot say (this element focused, with that text)
         found = re.compile(text).search if action.get("regex") else lambda xml: text in xml
-        deadline = time.monotonic() + timeout
-        while not found(env.controller.get_accessibility_tree() or ""):
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"the accessibility tree did not show {action.get('shown_as', repr(text))} "
-                                   f"within {timeout:g}s")
-            time.sleep(0.5)
+        _wait_for_tree(env, found, repr(text), float(action.get("timeout", 30)))
         return None
     return env.step(action, pause=pause)
+
+
+def _wait_for_tree(env: Any, found: Any, shown: str, timeout: float) -> None:
+    """Poll OSWorld's XML of the tree until ``found(xml)``; a TimeoutError that names ``shown`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not found(env.controller.get_accessibility_tree() or ""):
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"the accessibility tree did not show {shown} within {timeout:g}s")
+        time.sleep(0.5)
 
 
 def _run_task(env: Any, task: dict[str, Any], row: TaskReport, solution: list[Any] | None) -> None:

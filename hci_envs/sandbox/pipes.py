@@ -32,6 +32,12 @@ class OutputBuffer:
             self.data += chunk[:room]
         self.size += len(chunk)
 
+    def add_kept(self, data: bytes, size: int) -> None:
+        """Add what another buffer kept of a stream: its first bytes ``data`` of ``size`` in all (the rest counted
+        as dropped, here as there)."""
+        self.add(data)
+        self.size += size - len(data)
+
     @property
     def dropped(self) -> int:
         return self.size - len(self.data)
